@@ -1,0 +1,125 @@
+"""The body of rule ``train``: settings -> overrides -> verl under its guards -> JSONL.
+
+Kept out of the Snakemake script so that it is importable and testable; never imports verl (the
+check that the installed verl is the built wheel reads package metadata only).
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from coolsampler.launch import TrainingFailed, cpu_env, run_verl
+from coolsampler.overrides import RunPaths, recipe_for, verl_overrides
+from coolsampler.study import Run
+
+
+def wheel_version(wheel: str | Path) -> str:
+    """``verl-0.9.1+coolsampler.abc-py3-none-any.whl`` -> ``0.9.1+coolsampler.abc``."""
+    return Path(wheel).name.split("-")[1]
+
+
+def check_installed_verl(wheel: str | Path) -> str:
+    """The verl that will run must be the wheel this DAG built from patches/verl."""
+    want = wheel_version(wheel)
+    try:
+        have = importlib.metadata.version("verl")
+    except importlib.metadata.PackageNotFoundError:
+        have = "none"
+    if have != want:
+        raise TrainingFailed(
+            f"installed verl is {have}, but the DAG built {want} from patches/verl: "
+            f"install it (pip install --no-deps --force-reinstall {wheel}) or rerun workflow/scripts/setup_env.sh"
+        )
+    return have
+
+
+def train(
+    run: Run,
+    paths: RunPaths,
+    *,
+    wheel: str,
+    platform: str,
+    recipe: dict[str, Any],
+    study: str,
+    settings_out: Path,
+    jsonl: Path,
+    log: Path,
+    timeout_min: float,
+    stall_min: float,
+) -> None:
+    verl_version = check_installed_verl(wheel)
+    overrides = verl_overrides(run, paths, platform=platform, study_recipe=recipe, experiment=f"coolsampler-{study}")
+    env = cpu_env() if platform == "cpu" else {}
+    settings_out.parent.mkdir(parents=True, exist_ok=True)
+    settings_out.write_text(
+        yaml.safe_dump(
+            {
+                "study": study,
+                "settings": run.settings(),
+                "source": run.source,
+                "recipe": recipe_for(run, recipe),
+                "platform": platform,
+                "verl": verl_version,
+                "overrides": overrides,
+                "env": env,
+            },
+            sort_keys=False,
+        )
+    )
+    t0 = time.time()
+
+    def progress(msg: str) -> None:
+        line = f"[coolsampler] {run.key}: {msg}"
+        print(line, file=sys.stderr, flush=True)
+        with log.open("a") as f:
+            f.write(line + "\n")
+
+    # A stale JSONL from an earlier, killed attempt would be appended to: start the log afresh unless
+    # verl resumes from a checkpoint (then the parser keeps the last record per step).
+    prog = run_verl(
+        overrides,
+        jsonl=jsonl,
+        log=log,
+        total_steps=run.steps,
+        env=env,
+        timeout_s=timeout_min * 60,
+        stall_s=stall_min * 60,
+        on_progress=progress,
+    )
+    first = (prog.first_step_at or time.time()) - t0
+    progress(f"finished {run.steps} steps in {time.time() - t0:.0f}s (start-up {first:.0f}s)")
+
+
+def train_from_snakemake(smk: Any) -> None:
+    run: Run = smk.params.run
+    out = Path(smk.output.jsonl).parent
+    paths = RunPaths(
+        model=str(Path(smk.params.model).resolve()) if Path(smk.params.model).exists() else smk.params.model,
+        train=str(Path(smk.input.train).resolve()),
+        val=str(Path(smk.input.val).resolve()),
+        out_dir=str(out.resolve()),
+    )
+    log = Path(smk.log[0])
+    log.write_text("")
+    try:
+        train(
+            run,
+            paths,
+            wheel=smk.input.wheel,
+            platform=smk.params.platform,
+            recipe=dict(smk.params.recipe),
+            study=smk.params.study,
+            settings_out=Path(smk.output.settings),
+            jsonl=Path(smk.output.jsonl),
+            log=log,
+            timeout_min=float(smk.params.timeout_min),
+            stall_min=float(smk.params.stall_min),
+        )
+    except TrainingFailed as e:
+        sys.exit(f"train {run.key} failed: {e}")
