@@ -1,0 +1,287 @@
+"""Sampler-temperature schedules and controllers (coolsampler.worker.controller): each rule's expected
+trajectory on hand-made statistics, the spec parser, resumption, and the per-step statistics helpers."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+from coolsampler.study import Temperature
+from coolsampler.worker.controller import (
+    FixedTemperature,
+    KLCoolingController,
+    LinearSchedule,
+    SaturationController,
+    TemperatureController,
+    kl_from_metrics,
+    linear,
+    make_controller,
+    saturated_fraction,
+)
+
+# ------------------------------------------------------------------------------------------ linear
+
+
+def test_linear_endpoints_midpoint_and_clamp() -> None:
+    assert linear(1, 300, 0.8, 1.0) == pytest.approx(0.8)
+    assert linear(300, 300, 0.8, 1.0) == pytest.approx(1.0)
+    assert linear(2, 3, 0.8, 1.0) == pytest.approx(0.9)
+    assert linear(0, 300, 0.8, 1.0) == pytest.approx(0.8)
+    assert linear(400, 300, 0.8, 1.0) == pytest.approx(1.0)
+    assert linear(1, 1, 0.8, 1.0) == 1.0
+    with pytest.raises(ValueError):
+        linear(1, 0, 0.8, 1.0)
+
+
+def test_linear_schedule_ignores_statistics() -> None:
+    c = LinearSchedule(0.8, 1.0, 101)
+    c.update(1, saturated_frac=1.0, kl=5.0)
+    assert c.temperature(51) == pytest.approx(0.9)
+
+
+# -------------------------------------------------------------------------------------- saturation
+
+
+def _run(
+    c: TemperatureController, stats: list[tuple[float, float | None]], first_step: int = 1
+) -> list[float]:
+    """Feed (saturated_frac, kl) per step; return the temperature each step was sampled at."""
+    temps = []
+    for i, (sat, kl) in enumerate(stats):
+        step = first_step + i
+        temps.append(c.temperature(step))
+        c.update(step, sat, kl)
+    return temps
+
+
+def test_saturation_reheats_by_step_up_while_saturated() -> None:
+    c = SaturationController(start=0.8, step_up=0.01)
+    temps = _run(c, [(0.6, 0.0)] * 5)
+    assert temps == pytest.approx([0.8, 0.81, 0.82, 0.83, 0.84])
+    assert c.temperature(6) == pytest.approx(0.85)
+
+
+def test_saturation_reaches_the_papers_1_05_region_and_stops_at_t_max() -> None:
+    c = SaturationController(start=0.8)  # defaults: +0.005 per saturated step, t_max 1.2
+    _run(c, [(0.9, 0.0)] * 50)
+    assert c.temperature(51) == pytest.approx(1.05)
+    _run(c, [(0.9, 0.0)] * 200, first_step=51)
+    assert c.temperature(300) == pytest.approx(1.2)
+
+
+def test_saturation_below_threshold_holds_at_start() -> None:
+    c = SaturationController(start=0.8, step_down=0.01)
+    _run(c, [(0.1, 0.0)] * 10)
+    assert c.temperature(11) == pytest.approx(0.8)  # never below its start
+
+
+def test_saturation_cools_back_with_step_down_and_hysteresis() -> None:
+    c = SaturationController(start=0.8, step_up=0.02, step_down=0.01, ema=0.0, hysteresis=0.1)
+    _run(c, [(0.6, 0.0)] * 3)  # 0.86
+    _run(c, [(0.45, 0.0)] * 2, first_step=4)  # inside the band [0.4, 0.5): hold
+    assert c.temperature(6) == pytest.approx(0.86)
+    _run(c, [(0.2, 0.0)] * 2, first_step=6)  # below the band: cool back
+    assert c.temperature(8) == pytest.approx(0.84)
+
+
+def test_saturation_is_smoothed_by_ema() -> None:
+    c = SaturationController(start=0.8, step_up=0.01, step_down=0.01, ema=0.5)
+    c.update(1, 0.6, 0.0)  # ema = 0.6 -> up
+    c.update(2, 0.2, 0.0)  # ema = 0.4 -> in the band (0.4 is not < 0.4): hold
+    assert c.temperature(3) == pytest.approx(0.81)
+    c.update(3, 0.2, 0.0)  # ema = 0.3 -> below: cool
+    assert c.temperature(4) == pytest.approx(0.8)
+
+
+def test_saturation_without_gate_ignores_kl() -> None:
+    c = SaturationController(start=0.8, step_up=0.01, kl_gate=False)
+    _run(c, [(0.9, 2.0), (0.9, None)])
+    assert c.temperature(3) == pytest.approx(0.82)
+
+
+def test_kl_gate_blocks_reheating_while_kl_is_high_or_unknown() -> None:
+    c = SaturationController(start=0.8, step_up=0.01, kl_gate=True, kl_threshold=0.1)
+    temps = _run(c, [(0.9, 0.05), (0.9, 0.2), (0.9, None), (0.9, 0.1), (0.9, 0.3)])
+    assert temps == pytest.approx([0.8, 0.81, 0.81, 0.81, 0.82])
+    assert c.temperature(6) == pytest.approx(0.82)
+
+
+def test_kl_gate_does_not_block_cooling_back() -> None:
+    c = SaturationController(start=0.8, step_up=0.05, step_down=0.01, ema=0.0, kl_gate=True)
+    _run(c, [(0.9, 0.0), (0.1, 5.0)])
+    assert c.temperature(3) == pytest.approx(0.84)
+
+
+def test_saturation_nan_fraction_holds() -> None:
+    c = SaturationController(start=0.8, step_up=0.01)
+    _run(c, [(0.9, 0.0), (math.nan, 0.0)])
+    assert c.temperature(3) == pytest.approx(0.81)
+    assert c.sat_ema == pytest.approx(0.9)
+
+
+def test_update_for_a_seen_step_is_ignored() -> None:
+    c = SaturationController(start=0.8, step_up=0.01)
+    c.update(5, 0.9, 0.0)
+    c.update(5, 0.9, 0.0)
+    c.update(4, 0.9, 0.0)
+    assert c.temperature(6) == pytest.approx(0.81)
+
+
+def test_saturation_parameter_checks() -> None:
+    with pytest.raises(ValueError):
+        SaturationController(start=0.8, t_max=0.7)
+    with pytest.raises(ValueError):
+        SaturationController(step_up=-0.1)
+    with pytest.raises(ValueError):
+        SaturationController(ema=1.0)
+    with pytest.raises(ValueError):
+        SaturationController(start=0.0)
+
+
+# -------------------------------------------------------------------------------------- KL cooling
+
+
+def test_kl_cooling_cools_when_kl_grows_past_growth_times_reference() -> None:
+    c = KLCoolingController(start=0.8, factor=0.9, growth=1.5, kl_floor=0.01)
+    temps = _run(c, [(0.0, 0.10), (0.0, 0.14), (0.0, 0.16), (0.0, 0.12), (0.0, 0.25)])
+    # 0.10 sets ref; 0.14 < 0.15 and 0.16 > 0.15 -> cool once (ref := 0.16); 0.12 -> ref 0.12;
+    # 0.25 > 0.18 -> cool again
+    assert temps == pytest.approx([0.8, 0.8, 0.8, 0.72, 0.72])
+    assert c.temperature(6) == pytest.approx(0.648)
+    assert c.ref == pytest.approx(0.25)
+
+
+def test_kl_cooling_reference_follows_a_refresh_down() -> None:
+    c = KLCoolingController(start=0.8, factor=0.9, growth=1.5, kl_floor=0.01)
+    _run(c, [(0.0, 0.5), (0.0, 0.02), (0.0, 0.031)])  # refresh drops the KL; growth is from the new low
+    assert c.temperature(4) == pytest.approx(0.72)
+
+
+def test_kl_cooling_floor_ignores_wobble_near_zero() -> None:
+    c = KLCoolingController(start=0.8, factor=0.9, growth=1.5, kl_floor=0.01)
+    _run(c, [(0.0, 0.001), (0.0, 0.012)])  # 12x, but below 1.5 * floor
+    assert c.temperature(3) == pytest.approx(0.8)
+    c.update(3, 0.0, 0.02)
+    assert c.temperature(4) == pytest.approx(0.72)
+
+
+def test_kl_cooling_stops_at_t_min_and_ignores_missing_kl() -> None:
+    c = KLCoolingController(start=0.8, t_min=0.6, factor=0.5, kl_floor=0.0)
+    _run(c, [(0.0, 0.1), (0.0, 1.0), (0.0, 10.0), (0.0, None), (0.0, math.nan)])
+    assert c.temperature(6) == pytest.approx(0.6)
+    assert c.last_step == 5
+
+
+def test_kl_cooling_parameter_checks() -> None:
+    with pytest.raises(ValueError):
+        KLCoolingController(start=0.8, t_min=0.9)
+    with pytest.raises(ValueError):
+        KLCoolingController(factor=1.0)
+    with pytest.raises(ValueError):
+        KLCoolingController(growth=1.0)
+
+
+# -------------------------------------------------------------------------------------------- spec
+
+
+def test_make_controller_from_specs() -> None:
+    assert isinstance(make_controller(0.8), FixedTemperature)
+    assert make_controller(1).temperature(7) == 1.0
+    lin = make_controller({"schedule": "linear", "start": 0.8, "end": 1.0}, total_steps=300)
+    assert isinstance(lin, LinearSchedule) and lin.temperature(300) == pytest.approx(1.0)
+    assert make_controller({"schedule": "linear", "start": 0.8, "end": 1.0, "total_steps": 3}).temperature(
+        2
+    ) == (pytest.approx(0.9))
+    sat = make_controller({"controller": "saturation", "start": 0.8, "kl_gate": True})
+    assert isinstance(sat, SaturationController) and sat.kl_gate and sat.temperature(1) == 0.8
+    klc = make_controller({"controller": "kl_cooling", "start": 0.8, "factor": 0.95})
+    assert isinstance(klc, KLCoolingController) and klc.factor == 0.95
+    for c in (lin, sat, klc):
+        assert isinstance(c, TemperatureController)
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        True,
+        "0.8",
+        {"schedule": "linear", "start": 0.8, "end": 1.0},  # no total_steps
+        {"schedule": "cosine", "start": 0.8, "end": 1.0, "total_steps": 3},
+        {"schedule": "linear", "start": 0.8, "end": 1.0, "total_steps": 3, "stop": 2},
+        {"controller": "pid", "start": 0.8},
+        {"controller": "saturation", "start": 0.8, "kl_gat": True},  # typo must not fall back to default
+        {"controller": "saturation", "current": 1.0},  # state is not a parameter
+    ],
+)
+def test_make_controller_rejects_bad_specs(bad: object) -> None:
+    with pytest.raises(ValueError):
+        make_controller(bad)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "tb",
+    [
+        Temperature("fixed", 0.8),
+        Temperature("linear", 0.8, 1.0),
+        Temperature("saturation", 0.8, None, False),
+        Temperature("saturation", 0.8, None, True),
+        Temperature("kl_cooling", 0.8),
+    ],
+)
+def test_every_study_temperature_spec_builds(tb: Temperature) -> None:
+    c = make_controller(tb.to_config(), total_steps=300)
+    assert c.temperature(1) == pytest.approx(tb.initial)
+
+
+# -------------------------------------------------------------------------------------- resumption
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        {"controller": "saturation", "start": 0.8, "kl_gate": True, "step_down": 0.003},
+        {"controller": "kl_cooling", "start": 0.8},
+        {"schedule": "linear", "start": 0.8, "end": 1.0, "total_steps": 40},
+        0.8,
+    ],
+)
+def test_resume_continues_exactly(spec: object) -> None:
+    stats = [((i * 37 % 10) / 10, 0.02 * (1 + i % 7)) for i in range(40)]
+    whole = make_controller(spec)  # type: ignore[arg-type]
+    expected = _run(whole, stats)
+    first = make_controller(spec)  # type: ignore[arg-type]
+    got = _run(first, stats[:17])
+    saved = json.loads(json.dumps(first.state_dict()))  # what a checkpoint holds
+    resumed = make_controller(spec)  # type: ignore[arg-type]
+    resumed.load_state_dict(saved)
+    resumed.update(17, *stats[16])  # a replayed step is ignored
+    got += _run(resumed, stats[17:], first_step=18)
+    assert got == pytest.approx(expected)
+
+
+def test_load_state_dict_refuses_other_kind_or_changed_parameters() -> None:
+    state = SaturationController(start=0.8).state_dict()
+    with pytest.raises(ValueError, match="kl_cooling"):
+        KLCoolingController().load_state_dict(state)
+    with pytest.raises(ValueError, match="changed"):
+        SaturationController(start=0.8, step_up=0.01).load_state_dict(state)
+
+
+# -------------------------------------------------------------------------------------- statistics
+
+
+def test_saturated_fraction_counts_all_correct_and_all_wrong_groups() -> None:
+    uids = ["a", "a", "b", "b", "c", "c"]
+    assert saturated_fraction(uids, [1, 1, 0, 1, 0, 0]) == pytest.approx(2 / 3)
+    assert saturated_fraction(uids, [1, 1, 0, 1, 0, 0], keep=[1, 1, 1, 0, 1, 1]) == pytest.approx(1.0)
+    assert saturated_fraction(["a"], [0.5]) == 1.0  # a lone response has zero group advantage
+    assert math.isnan(saturated_fraction([], []))
+    with pytest.raises(ValueError):
+        saturated_fraction(["a"], [1.0, 0.0])
+
+
+def test_kl_from_metrics_prefers_the_trainer_key() -> None:
+    assert kl_from_metrics({"rollout_corr/kl": 0.2, "actor/rollout_corr/kl": 0.3}) == 0.2
+    assert kl_from_metrics({"actor/rollout_corr/kl": 0.3}) == 0.3
+    assert kl_from_metrics({"actor/pg_loss": 1.0}) is None
