@@ -285,3 +285,88 @@ def test_kl_from_metrics_prefers_the_trainer_key() -> None:
     assert kl_from_metrics({"rollout_corr/kl": 0.2, "actor/rollout_corr/kl": 0.3}) == 0.2
     assert kl_from_metrics({"actor/rollout_corr/kl": 0.3}) == 0.3
     assert kl_from_metrics({"actor/pg_loss": 1.0}) is None
+
+
+# ------------------------------------------------------------ patch 0003: the plumbing in verl itself
+# Unit-level: the patched methods are called on stand-in objects (no Ray, no vLLM, no TransferQueue).
+
+
+def _patched_verl():
+    pytest.importorskip("torch")
+    trainer_base = pytest.importorskip("verl.trainer.ppo.v1.trainer_base")
+    if not hasattr(trainer_base.PPOTrainer, "_update_sampler_temperature"):
+        pytest.skip("installed verl wheel lacks patch 0003")
+    from verl.trainer.ppo.v1 import agent_loop_tq
+
+    return trainer_base, agent_loop_tq
+
+
+def test_agent_loop_samples_each_row_at_its_own_temperature(monkeypatch: pytest.MonkeyPatch) -> None:
+    import asyncio
+    from types import SimpleNamespace
+
+    from omegaconf import OmegaConf
+
+    _, alt = _patched_verl()
+
+    async def _noop(**kwargs: object) -> None:
+        return None
+
+    monkeypatch.setattr(alt.tq, "async_kv_put", _noop)
+    seen: list[tuple[float, bool]] = []
+
+    async def run_agent_loop(params: dict, trajectory: dict, **kwargs: object) -> None:
+        seen.append((params["temperature"], "sampler_temperature" in kwargs))
+
+    worker = SimpleNamespace(
+        config=OmegaConf.create({"actor_rollout_ref": {"rollout": {"n": 2, "val_kwargs": {"n": 1}}}}),
+        _run_agent_loop=run_agent_loop,
+    )
+    run_prompt = alt.AgentLoopWorkerTQ.__ray_metadata__.modified_class._run_prompt
+    base = {"temperature": 0.8, "top_p": 1.0, "logprobs": True}
+
+    def run(prompt: dict, validate: bool = False) -> list[tuple[float, bool]]:
+        seen.clear()
+        asyncio.run(run_prompt(worker, dict(prompt), base, trajectory={"validate": validate}))
+        return sorted(seen)
+
+    assert run({"uid": "a", "sampler_temperature": 0.05}) == [(0.05, False), (0.05, False)]  # both samples
+    assert run({"uid": "b", "sampler_temperature": 1.2}) == [(1.2, False), (1.2, False)]
+    assert run({"uid": "c"}) == [(0.8, False), (0.8, False)]  # absent: upstream
+    assert run({"uid": "d", "sampler_temperature": 1.2}, validate=True) == [
+        (0.8, False)
+    ]  # validation ignores it
+    assert base["temperature"] == 0.8  # the shared parameters are cloned, never edited
+
+
+def test_trainer_tags_prompts_and_feeds_the_controller(monkeypatch: pytest.MonkeyPatch) -> None:
+    from types import SimpleNamespace
+
+    import torch
+    from verl.utils import tensordict_utils as tu
+
+    tb, _ = _patched_verl()
+    submitted: list = []
+    monkeypatch.setattr(tb.tq, "kv_batch_put", lambda **kwargs: None)
+    ctrl = make_controller({"controller": "saturation", "start": 0.8, "step_up": 0.01, "kl_gate": True})
+    trainer = SimpleNamespace(
+        _sampler_ctrl=ctrl,
+        global_steps=3,
+        trainer_mode="sync",
+        agent_loop_manager=SimpleNamespace(generate_sequences=submitted.append),
+    )
+    batch = tu.get_tensordict({"uid": ["p", "q"], "index": torch.arange(2)})
+    assert tb.PPOTrainer._submit_batch_to_rollout(trainer, batch) == 2
+    assert list(submitted[0]["sampler_temperature"]) == [0.8, 0.8]
+
+    # step 3's results: prompt p all correct (saturated), q mixed; the padding row r (a lone, hence
+    # saturated, group if it were counted) is ignored
+    rows = [("p", [0.0, 1.0]), ("p", [1.0]), ("q", [0.0, 0.0, 1.0]), ("q", [0.0]), ("r", [0.0])]
+    fields = [{"uid": u, "rm_scores": torch.tensor(s)} for u, s in rows]
+    monkeypatch.setattr(tb.tq, "kv_batch_get", lambda **kwargs: tu.list_of_dict_to_tensordict(fields))
+    meta = SimpleNamespace(keys=list("abcde"), partition_id="train", tags=[{}] * 4 + [{"is_padding": True}])
+    metrics = {"rollout_corr/kl": 0.01}
+    tb.PPOTrainer._update_sampler_temperature(trainer, meta, metrics)
+    assert metrics["sampler/temperature"] == 0.8
+    assert metrics["sampler/saturated_frac"] == pytest.approx(0.5)
+    assert ctrl.temperature(4) == pytest.approx(0.81)  # saturation 0.5 >= threshold, KL under the gate

@@ -54,6 +54,14 @@ All controllers are deterministic functions of the sequence of ``update`` calls,
 ``start`` and ignore updates for steps they have already seen (so a resumed run that replays a step
 cannot double-count it); ``state_dict``/``load_state_dict`` carry the state across a restart.
 
+Wiring (patch ``patches/verl/0003-per-prompt-temperature.patch``): the trainer builds the controller
+from ``trainer.sampler_temperature_spec``, given in Hydra's override syntax, e.g.
+``+trainer.sampler_temperature_spec={controller:saturation,start:0.8,kl_gate:true}`` or
+``+trainer.sampler_temperature_spec={schedule:linear,start:0.8,end:1.0}`` (a Python dict's ``str()``
+is not valid there), with ``trainer.total_training_steps`` as the schedule's length. A varying
+temperature needs a fixed ``trainer.learner_temperature``. The trainer logs ``sampler/temperature``
+and ``sampler/saturated_frac`` per step and checkpoints ``state_dict()`` as ``sampler_t.pt``.
+
 Which step a temperature belongs to: ``temperature(t)`` is what step t's batch is sampled at;
 ``update(t, ...)`` feeds step t's statistics and therefore moves ``temperature(t + 1)``.
 """
