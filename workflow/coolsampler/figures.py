@@ -497,7 +497,9 @@ def run_snakemake_target(smk: Any, kind: str) -> None:
             logger.info("%s: runs per panel %s", target, {p: len(r) for p, r in panels.items()})
             for note_ in availability_notes(_unique_entries(panels, list(panels))):
                 logger.warning("%s: %s", target, note_)
-            render(target, panels, smk.params.study, smk.params.commit, [str(o) for o in smk.output])
+            # The commit is read here, not passed as a param: a param would rerun every figure on each commit.
+            commit = getattr(smk.params, "commit", None) or P.git_commit()
+            render(target, panels, smk.params.study, commit, [str(o) for o in smk.output])
             logger.info("wrote %s", ", ".join(map(str, smk.output)))
         except Exception:
             logger.exception("rendering %s failed", getattr(smk.params, "target", "?"))

@@ -117,8 +117,8 @@ def verl_overrides(
         "trainer.logger": "[console,file]",
         "trainer.resume_mode": "auto",
         # rule-based correctness reward, routed per data source (coolsampler.rewards)
-        "custom_reward_function.path": _module_file("coolsampler.rewards"),
-        "custom_reward_function.name": "compute_score",
+        "reward.custom_reward_function.path": _module_file("coolsampler.rewards"),
+        "reward.custom_reward_function.name": "compute_score",
     }
     # correction
     if run.correction == "tis":

