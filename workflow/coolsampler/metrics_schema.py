@@ -25,7 +25,8 @@ COLUMNS: dict[str, tuple[str, str, tuple[str, ...]]] = {
         "greedy validation accuracy after this step (NaN where not validated)",
         ("val-core/*/acc/mean@1", "val-core/*/reward/mean@1"),
     ),
-    "kl": ("float64", "learner-sampler KL per token, mean(log q - log pi)", ("rollout_corr/kl",)),
+    # mu-GRPO runs in bypass mode, where verl skips its rollout-correction metrics: the loss logs it.
+    "kl": ("float64", "learner-sampler KL per token, mean(log q - log pi)", ("rollout_corr/kl", "actor/rollout_corr/kl")),
     "entropy": ("float64", "learner entropy per token", ("actor/entropy",)),
     "clip_frac": ("float64", "fraction of responses at the length limit", ("response_length/clip_ratio",)),
     "reward": ("float64", "mean training reward", ("critic/score/mean",)),
@@ -36,7 +37,7 @@ COLUMNS: dict[str, tuple[str, str, tuple[str, ...]]] = {
         ("rollout_corr/rollout_is_ratio_fraction_high",),
     ),
     "kl_to_init": ("float64", "learner KL to the initial (reference) policy", ("actor/kl_loss",)),
-    "veto_frac": ("float64", "mu-GRPO: fraction of responses vetoed (NaN otherwise)", ("mu_grpo/veto_frac",)),
+    "veto_frac": ("float64", "mu-GRPO: fraction of responses vetoed (NaN otherwise)", ("actor/mu_grpo/veto_frac",)),
     "temperature": ("float64", "sampler temperature used this step", ("sampler/temperature",)),
 }
 

@@ -40,7 +40,10 @@ def recipe_for(run: Run, study_recipe: dict[str, Any] | None = None) -> dict[str
 
 
 def _fmt(v: Any) -> str:
+    if isinstance(v, dict):  # Hydra's dict syntax: {a:1,b:x}
+        return "{" + ",".join(f"{k}:{_fmt(x)}" for k, x in v.items()) + "}"
     if isinstance(v, bool):
+        return str(v).lower()
         return str(v)
     if isinstance(v, float):
         return repr(v)
@@ -105,6 +108,11 @@ def verl_overrides(
         # the patches: staleness gate and decoupled temperature
         "+trainer.refresh_interval": run.N,
         "+trainer.learner_temperature": None if run.Tl == "tied" else float(run.Tl),
+        # schedules and controllers (patch 0003): the sampler temperature is set per step
+        "+trainer.sampler_temperature_spec": None if run.Tb.kind == "fixed" else run.Tb.to_config(),
+        # verl's replay buffer drops samples generated more than 8 weight versions ago; under the
+        # gate that is by design (up to N-1), so its version control is off
+        "trainer.v1.sampler.max_off_policy_threshold": None,
         # trainer
         "trainer.total_training_steps": run.steps,
         "trainer.total_epochs": 10_000,
@@ -116,6 +124,9 @@ def verl_overrides(
         "trainer.experiment_name": run.key.replace("/", "__"),
         "trainer.logger": "[console,file]",
         "trainer.resume_mode": "auto",
+        # Hydra's own output folder goes to the run directory, not the caller's working directory
+        "hydra.run.dir": paths.out_dir,
+        "hydra.output_subdir": None,
         # rule-based correctness reward, routed per data source (coolsampler.rewards)
         "reward.custom_reward_function.path": _module_file("coolsampler.rewards"),
         "reward.custom_reward_function.name": "compute_score",
@@ -157,6 +168,9 @@ def verl_overrides(
     return [f"{k}={_fmt(v)}" for k, v in o.items()]
 
 
+_FP32 = {"param_dtype": "fp32", "reduce_dtype": "fp32", "buffer_dtype": "fp32"}
+
+
 def cpu_overrides() -> dict[str, Any]:
     """The CPU stack's settings (../shared/notes/cpu-stack.md), each with the reason it is needed."""
     ext = "coolsampler.worker.vllm_cpu_ext.CpuReloadWorkerExtension"
@@ -170,6 +184,10 @@ def cpu_overrides() -> dict[str, Any]:
         # its default 8 storage actors cannot be placed on a small machine: a silent hang
         "transfer_queue.backend.SimpleStorage.num_data_storage_units": 1,
         "data.dataloader_num_workers": 0,
+        # 8 agent-loop and 8 reward workers each import torch+verl: on 2 cores that is most of the
+        # start-up, and one of each serves a tiny model's batch just as fast
+        "actor_rollout_ref.rollout.agent.num_workers": 1,
+        "reward.num_workers": 1,
         "actor_rollout_ref.actor.strategy": "fsdp2",
         "actor_rollout_ref.actor.use_torch_compile": False,
         "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu": 64,
@@ -178,6 +196,10 @@ def cpu_overrides() -> dict[str, Any]:
         "actor_rollout_ref.model.use_remove_padding": False,  # flash-attn varlen only
         "actor_rollout_ref.model.enable_gradient_checkpointing": False,
         "+actor_rollout_ref.model.override_config.attn_implementation": "sdpa",
+        # fp32 throughout: the learner's log-probs must match the sampler's fp32 ones to 1e-4
+        # (verl's FSDP default computes in bf16, ~1e-2 off)
+        "+actor_rollout_ref.actor.fsdp_config.mixed_precision": _FP32,
+        "+actor_rollout_ref.ref.fsdp_config.mixed_precision": _FP32,
         "actor_rollout_ref.actor.fsdp_config.param_offload": False,
         "actor_rollout_ref.actor.fsdp_config.optimizer_offload": False,
         "actor_rollout_ref.ref.fsdp_config.param_offload": False,

@@ -13,8 +13,11 @@ pick that engine, which runs on CPU with gloo.
 
 from __future__ import annotations
 
+import importlib.abc
 import importlib.metadata
+import importlib.util
 import os
+import sys
 import types
 from contextlib import contextmanager
 from typing import Any
@@ -168,12 +171,48 @@ def _patch_vllm_version() -> None:
     importlib.metadata.version = version
 
 
+class _AfterImport(importlib.abc.MetaPathFinder):
+    """Runs ``fn(module)`` right after ``name`` is first imported, without importing it early
+    (every verl process loads this module; most never touch the patched one)."""
+
+    def __init__(self, name: str, fn) -> None:
+        self.name, self.fn = name, fn
+
+    def find_spec(self, fullname, path, target=None):
+        if fullname != self.name:
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.util.find_spec(fullname)
+        exec_module = spec.loader.exec_module
+
+        def exec_and_patch(module):
+            exec_module(module)
+            self.fn(module)
+
+        spec.loader.exec_module = exec_and_patch
+        return spec
+
+
+def _fast_replay_poll(module) -> None:
+    """verl's v1 replay buffer polls for finished rollouts every 2.0 s (not in its config): a 2 s
+    floor on every step, larger than a whole step of a tiny model on CPU (0.7 s)."""
+    cls = module.ReplayBuffer
+    init = cls.__init__
+
+    def __init__(self, *args, **kwargs):
+        init(self, *args, **kwargs)
+        self.poll_interval = min(self.poll_interval, 0.05)
+
+    cls.__init__ = __init__
+
+
 def install() -> None:
     if os.environ.get("VERL_PLATFORM", "").lower() != "cpu":
         return
     _patch_vllm_version()
     _patch_pin_memory()
     _patch_backend_string()
+    sys.meta_path.insert(0, _AfterImport("verl.trainer.ppo.v1.replay_buffer", _fast_replay_poll))
 
 
 install()

