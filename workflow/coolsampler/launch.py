@@ -21,7 +21,12 @@ from pathlib import Path
 
 
 class TrainingFailed(RuntimeError):
-    pass
+    """verl failed, hung or ran out of time; the message says which. ``progress`` is where it was
+    (and its ``pgid``, so a caller or a test can check that nothing of the group survived)."""
+
+    def __init__(self, message: str, progress: Progress | None = None) -> None:
+        super().__init__(message)
+        self.progress = progress
 
 
 def cpu_env() -> dict[str, str]:
@@ -51,6 +56,7 @@ class Progress:
     started: float = 0.0
     first_step_at: float | None = None
     last_advance: float = 0.0
+    pgid: int | None = None  # verl's process group (= its session): what the clean stop kills
 
 
 def _last_step(jsonl: Path) -> int:
@@ -82,6 +88,7 @@ def run_verl(
     poll_s: float = 2.0,
     on_progress: Callable[[str], None] | None = None,
     prefix: list[str] | None = None,
+    cmd: list[str] | None = None,
 ) -> Progress:
     """Run ``python -m verl.trainer.main_ppo`` and wait, under the timeout and the stall watchdog.
 
@@ -91,13 +98,16 @@ def run_verl(
     ``prefix`` (issue 6, container runs): argv put before the verl command, e.g. ``apptainer exec
     --nv <sif>`` from ``coolsampler.container.training_prefix``; verl then runs under the image's
     ``python3``, not this interpreter, which exists only on the host.
+
+    ``cmd`` replaces the whole verl command (``overrides`` and ``prefix`` are then unused); it exists
+    so the watchdog's own tests can run a fake trainer in seconds instead of verl in minutes.
     """
     jsonl.parent.mkdir(parents=True, exist_ok=True)
     log.parent.mkdir(parents=True, exist_ok=True)
     full_env = {**os.environ, **(env or {}), "VERL_FILE_LOGGER_PATH": str(jsonl), "PYTHONUNBUFFERED": "1"}
     # issue 6: in a container the image's interpreter runs verl
     python = [*prefix, "python3"] if prefix else [sys.executable]
-    cmd = [*python, "-m", "verl.trainer.main_ppo", *overrides]
+    cmd = list(cmd) if cmd else [*python, "-m", "verl.trainer.main_ppo", *overrides]
     say = on_progress or (lambda s: None)
     prog = Progress(step=_last_step(jsonl), started=time.time())
     prog.last_advance = prog.started
@@ -108,6 +118,7 @@ def run_verl(
         proc = subprocess.Popen(
             cmd, stdout=logf, stderr=subprocess.STDOUT, env=full_env, start_new_session=True
         )
+        prog.pgid = proc.pid  # start_new_session: the leader's pid is the group (and session) id
         reason = None
         try:
             while True:
@@ -140,25 +151,62 @@ def run_verl(
             _kill_group(proc)
     if reason:
         tail = log.read_text(errors="replace").splitlines()[-25:]
-        raise TrainingFailed(reason + "\n--- last lines of " + str(log) + " ---\n" + "\n".join(tail))
+        raise TrainingFailed(reason + "\n--- last lines of " + str(log) + " ---\n" + "\n".join(tail), prog)
     return prog
 
 
+def _session_members(sid: int) -> list[int]:
+    """Live (non-zombie) processes of session ``sid``, from Linux's /proc (empty elsewhere).
+
+    Why not the process group alone: Ray's workers (the TaskRunner, TransferQueue and storage
+    actors, vLLM servers) each call setpgid and leave verl's process group, but they stay in the
+    session that ``start_new_session`` opened, whose id is verl's pid. Selected by id, never by name.
+    """
+    out = []
+    try:
+        entries = list(Path("/proc").iterdir())
+    except OSError:
+        return out
+    for d in entries:
+        if not d.name.isdigit():
+            continue
+        try:
+            stat = (d / "stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2 :].split()  # state ppid pgrp session ...
+        if len(fields) > 3 and int(fields[3]) == sid and fields[0] not in ("Z", "X"):
+            out.append(int(d.name))
+    return out
+
+
+def _signal_all(pgid: int, sig: int) -> bool:
+    """Send ``sig`` to verl's process group and to every process of its session; False if none is left."""
+    hit = False
+    try:
+        os.killpg(pgid, sig)
+        hit = True
+    except ProcessLookupError:
+        pass
+    for pid in _session_members(pgid):
+        try:
+            os.kill(pid, sig)
+            hit = True
+        except ProcessLookupError:
+            pass
+    return hit
+
+
 def _kill_group(proc: subprocess.Popen) -> None:
-    """Stop verl and everything it started (Ray, vLLM engines): SIGTERM the group, then SIGKILL."""
-    pgid = proc.pid  # started with start_new_session: the group id is the leader's pid
-    if True:
-        for sig, wait in ((signal.SIGTERM, 10), (signal.SIGKILL, 5)):
-            try:
-                os.killpg(pgid, sig)
-            except ProcessLookupError:
-                break
-            try:
-                proc.wait(timeout=wait)
-            except subprocess.TimeoutExpired:
-                continue
-            # the leader is gone; give the rest of the group a moment, then make sure
-            time.sleep(0.5)
+    """Stop verl and everything it started (Ray, vLLM engines): SIGTERM the group and its session,
+    wait for them to go, then SIGKILL whatever is left."""
+    pgid = proc.pid  # started with start_new_session: the group and session id is the leader's pid
+    for sig, wait in ((signal.SIGTERM, 10), (signal.SIGKILL, 5)):
+        if not _signal_all(pgid, sig):
+            break
+        deadline = time.time() + wait
+        while time.time() < deadline and (proc.poll() is None or _session_members(pgid)):
+            time.sleep(0.2)
     try:
         proc.wait(timeout=5)
     except subprocess.TimeoutExpired:

