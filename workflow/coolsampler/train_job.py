@@ -7,6 +7,7 @@ check that the installed verl is the built wheel reads package metadata only).
 from __future__ import annotations
 
 import importlib.metadata
+import os
 import sys
 import time
 from pathlib import Path
@@ -14,6 +15,15 @@ from typing import Any
 
 import yaml
 
+from coolsampler.container import (  # issue 6: training inside the image
+    ContainerError,
+    ContainerSpec,
+    container_name,
+    read_digest,
+    remove_container,
+    training_prefix,
+    verl_version_in,
+)
 from coolsampler.launch import TrainingFailed, cpu_env, run_verl
 from coolsampler.overrides import RunPaths, recipe_for, verl_overrides
 from coolsampler.study import Run
@@ -24,9 +34,23 @@ def wheel_version(wheel: str | Path) -> str:
     return Path(wheel).name.split("-")[1]
 
 
-def check_installed_verl(wheel: str | Path) -> str:
-    """The verl that will run must be the wheel this DAG built from patches/verl."""
+def check_installed_verl(wheel: str | Path, prefix: list[str] | None = None) -> str:
+    """The verl that will run must be the wheel this DAG built from patches/verl.
+
+    With a container ``prefix`` (issue 6) the verl that runs is the image's, so it is asked there.
+    """
     want = wheel_version(wheel)
+    if prefix:
+        try:
+            have = verl_version_in(prefix)
+        except ContainerError as e:
+            raise TrainingFailed(str(e)) from None
+        if have != want:
+            raise TrainingFailed(
+                f"the image has verl {have}, but the DAG built {want} from patches/verl: rebuild it "
+                "(snakemake image; the rule reruns when the wheel changes)"
+            )
+        return have
     try:
         have = importlib.metadata.version("verl")
     except importlib.metadata.PackageNotFoundError:
@@ -52,10 +76,26 @@ def train(
     log: Path,
     timeout_min: float,
     stall_min: float,
+    container: ContainerSpec | None = None,
+    image_digest: str | None = None,
 ) -> None:
-    verl_version = check_installed_verl(wheel)
-    overrides = verl_overrides(run, paths, platform=platform, study_recipe=recipe, experiment=f"coolsampler-{study}")
     env = cpu_env() if platform == "cpu" else {}
+    # issue 6: inside the image when the study says so; the prefix runs the recorded image digest
+    prefix, name, probe = None, None, None
+    if container is not None and container.enabled:
+        if not image_digest:
+            raise TrainingFailed(f"container.engine is {container.engine} but no image digest was given")
+        name = container_name(run.key)
+        kw = dict(
+            workdir=Path.cwd(),
+            extra_env=env,
+            cuda_visible_devices=os.environ.get("CUDA_VISIBLE_DEVICES"),
+            hf_home=os.environ.get("HF_HOME"),
+        )
+        prefix = training_prefix(container, image_digest, name=name, **kw)
+        probe = training_prefix(container, image_digest, **kw)
+    verl_version = check_installed_verl(wheel, probe)
+    overrides = verl_overrides(run, paths, platform=platform, study_recipe=recipe, experiment=f"coolsampler-{study}")
     settings_out.parent.mkdir(parents=True, exist_ok=True)
     settings_out.write_text(
         yaml.safe_dump(
@@ -66,6 +106,7 @@ def train(
                 "recipe": recipe_for(run, recipe),
                 "platform": platform,
                 "verl": verl_version,
+                "image": None if prefix is None else {**container.as_dict(), "digest": image_digest},
                 "overrides": overrides,
                 "env": env,
             },
@@ -82,16 +123,20 @@ def train(
 
     # A stale JSONL from an earlier, killed attempt would be appended to: start the log afresh unless
     # verl resumes from a checkpoint (then the parser keeps the last record per step).
-    prog = run_verl(
-        overrides,
-        jsonl=jsonl,
-        log=log,
-        total_steps=run.steps,
-        env=env,
-        timeout_s=timeout_min * 60,
-        stall_s=stall_min * 60,
-        on_progress=progress,
-    )
+    try:
+        prog = run_verl(
+            overrides,
+            jsonl=jsonl,
+            log=log,
+            total_steps=run.steps,
+            env=env,
+            timeout_s=timeout_min * 60,
+            stall_s=stall_min * 60,
+            on_progress=progress,
+            prefix=prefix,
+        )
+    finally:
+        remove_container(container or ContainerSpec(), name)  # issue 6: a killed docker client leaves it
     first = (prog.first_step_at or time.time()) - t0
     progress(f"finished {run.steps} steps in {time.time() - t0:.0f}s (start-up {first:.0f}s)")
 
@@ -120,6 +165,9 @@ def train_from_snakemake(smk: Any) -> None:
             log=log,
             timeout_min=float(smk.params.timeout_min),
             stall_min=float(smk.params.stall_min),
+            # issue 6: rule train passes these only when container.engine is not none
+            container=ContainerSpec(**smk.params.container) if smk.params.get("container") else None,
+            image_digest=read_digest(smk.input.image) if smk.input.get("image") else None,
         )
     except TrainingFailed as e:
         sys.exit(f"train {run.key} failed: {e}")

@@ -4,7 +4,8 @@
 
 def train_inputs(wildcards):
     run = run_of(wildcards)
-    inputs = {"wheel": VERL_WHEEL, **data_files(run)}
+    # issue 6: + the image digest when training runs in the container (build.smk: container_inputs)
+    inputs = {"wheel": VERL_WHEEL, **data_files(run), **container_inputs()}
     model = model_input(run)
     if model:
         inputs["model"] = model
@@ -21,6 +22,12 @@ rule train:
         f"{R}/runs/{{key}}/train.log",
     benchmark:
         f"{R}/runs/{{key}}/train.benchmark.tsv"
+    threads: 2 if PLATFORM == "cpu" else 32
+    resources:
+        gpu=0 if PLATFORM == "cpu" else 4,
+        runtime=lambda wc: 120 if PLATFORM == "cpu" else 16 * 60,
+        mem_mb=12000 if PLATFORM == "cpu" else 256000,
+        cpus_per_task=2 if PLATFORM == "cpu" else 32,
     params:
         run=run_of,
         model=lambda wc: model_path(run_of(wc)),
@@ -29,12 +36,8 @@ rule train:
         study=STUDY.name,
         timeout_min=config.get("timeout_min", 120 if PLATFORM == "cpu" else 24 * 60),
         stall_min=config.get("stall_min", 10 if PLATFORM == "cpu" else 60),
-    threads: 2 if PLATFORM == "cpu" else 32
-    resources:
-        gpu=0 if PLATFORM == "cpu" else 4,
-        runtime=lambda wc: 120 if PLATFORM == "cpu" else 16 * 60,
-        mem_mb=12000 if PLATFORM == "cpu" else 256000,
-        cpus_per_task=2 if PLATFORM == "cpu" else 32,
+        # issue 6: {engine, image} to run verl in the image, {} to run it directly
+        container=container_params(),
     script:
         "../scripts/train.py"
 
@@ -47,8 +50,8 @@ rule parse:
         status=f"{R}/runs/{{key}}/status.json",
     log:
         f"{R}/runs/{{key}}/parse.log",
+    localrule: True
     params:
         run=run_of,
-    localrule: True
     script:
         "../scripts/parse.py"

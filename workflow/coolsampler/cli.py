@@ -1,0 +1,131 @@
+"""``coolsampler``: the pipeline's command line, for what one wants without running Snakemake.
+
+    coolsampler overrides RUN_KEY [--study config/paper.yaml] [--platform gpu|cpu]
+        the exact Hydra overrides verl gets for a run, one per line (paths as rule train sets them)
+    coolsampler parse PATH [--out metrics.parquet] [--steps N] [--val-every K]
+        one verl JSONL log -> a summary, or the metrics table rule parse writes
+    coolsampler analyze PATH... [--N N]
+        the paper's per-run numbers (degradation events, Table-1 summary) for logs or tables
+
+Light: none of these imports verl, vLLM or torch, so they run on a laptop with the core install.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from coolsampler.overrides import RunPaths, verl_overrides
+from coolsampler.settings import MODELS, TASKS
+from coolsampler.study import Run, StudyError, load_study
+
+RESULTS_SHARED = "results"  # S of the Snakefile's result-path scheme: data, models, build
+
+
+def run_paths(run: Run, results: str | Path, shared: str | Path = RESULTS_SHARED) -> RunPaths:
+    """The paths rule train gives verl for ``run`` (the Snakefile's result-path scheme), resolved
+    against the current directory as rule train resolves them."""
+    src = MODELS[run.model].source
+    model = str(Path(shared, "models", run.model).resolve()) if src == "generated" else src
+    task = TASKS[run.task]
+    data = Path(shared, "data", run.task)
+    return RunPaths(
+        model=model,
+        train=str((data / f"{task.train}.parquet").resolve()),
+        val=str((data / f"{task.val}.parquet").resolve()),
+        out_dir=str(Path(results, "runs", run.key).resolve()),
+    )
+
+
+def overrides_for(key: str, study_path: str | Path, platform: str | None = None) -> list[str]:
+    """verl's overrides for the run ``key`` of the study at ``study_path`` (its profile by default)."""
+    study = load_study(study_path)
+    runs = study.by_key()
+    if key not in runs:
+        near = [k for k in runs if k.split("/")[:2] == key.split("/")[:2]][:5]
+        hint = f"; runs of that model/task: {', '.join(near)}" if near else ""
+        raise StudyError(f"run {key} is not in study {study.name} ({study_path}){hint}")
+    run = runs[key]
+    plat = platform or study.raw.get("profile", "cpu")
+    return verl_overrides(
+        run,
+        run_paths(run, study.results),
+        platform=plat,
+        study_recipe=study.recipe,
+        experiment=f"coolsampler-{study.name}",
+    )
+
+
+def _overrides(args: argparse.Namespace) -> int:
+    for line in overrides_for(args.key, args.study, args.platform):
+        print(line)
+    return 0
+
+
+def _parse(args: argparse.Namespace) -> int:
+    from coolsampler.metrics import parse_jsonl
+
+    df, status = parse_jsonl(args.path, expected_steps=args.steps, val_every=args.val_every)
+    if args.out:
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        df.to_parquet(args.out, index=False)
+    train = df[df.step > 0]
+    val = df.dropna(subset=["val_acc"]) if "val_acc" in df else df.iloc[0:0]
+    print(f"{args.path}: {len(train)} training steps (last {status.last_step} of {status.expected_steps})")
+    if len(val):
+        best = val.loc[val.val_acc.idxmax()]
+        last = val.iloc[-1]
+        print(
+            f"validation: {len(val)} points, last {last.val_acc:.3f} at step {int(last.step)}, "
+            f"best {best.val_acc:.3f} at step {int(best.step)}"
+        )
+    print("complete" if status.complete else "NOT complete: " + "; ".join(status.problems))
+    if args.out:
+        print(f"wrote {args.out}")
+    return 0
+
+
+def _analyze(args: argparse.Namespace) -> int:
+    from coolsampler.analyze_cli import analyze
+
+    settings = {"N": args.N} if args.N else None
+    sys.stdout.write(analyze(args.paths, settings))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(
+        prog="coolsampler", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    sub = ap.add_subparsers(dest="command", required=True)
+    o = sub.add_parser("overrides", help="print verl's Hydra overrides for a run key")
+    o.add_argument("key", help="run key, e.g. qwen2.5-math-1.5b/gsm8k/N192_lr2e-6_tis_Tb0.8_Tl1_s43")
+    o.add_argument("--study", default="config/paper.yaml", help="study config (default: %(default)s)")
+    o.add_argument("--platform", choices=["gpu", "cpu"], help="default: the study's profile")
+    o.set_defaults(func=_overrides)
+    p = sub.add_parser("parse", help="parse one verl JSONL log")
+    p.add_argument("path")
+    p.add_argument("--out", help="write the metrics table (parquet) here")
+    p.add_argument("--steps", type=int, help="expected steps (status says what is missing)")
+    p.add_argument("--val-every", type=int, help="validation interval (status says which are missing)")
+    p.set_defaults(func=_parse)
+    a = sub.add_parser("analyze", help="degradation events and a Table-1 summary of logs or tables")
+    a.add_argument("paths", nargs="+")
+    a.add_argument("--N", type=int, help="refresh interval for every path (default: run.yaml or the log)")
+    a.set_defaults(func=_analyze)
+    return ap
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except (StudyError, ValueError, FileNotFoundError) as e:
+        print(f"coolsampler {args.command}: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,119 @@
+#!/usr/bin/env python3
+"""Build the training image and record its digest: the body of rule ``image``.
+
+    python workflow/scripts/build_image.py --engine docker --image coolsampler:latest \
+        --verl-version 0.9.1+coolsampler.<hash> --digest-out results/build/image.digest
+
+Docker: ``docker build -f containers/Dockerfile`` from the repository root (BuildKit, so that
+containers/Dockerfile.dockerignore limits the context), the image id from ``--iidfile``.
+Apptainer: ``apptainer build`` of containers/coolsampler.def into the ``.sif``, the digest is the
+sha256 of that file. Either way the digest file holds one line, ``sha256:<64 hex>``, which each
+training job runs (docker) or records (apptainer) and writes into its run.yaml.
+
+The wheel the image installs must already exist (rule verl_wheel); the build fails otherwise.
+Standard library only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+class ImageBuildError(RuntimeError):
+    pass
+
+
+def build_command(
+    engine: str, image: str, verl_version: str, *, iidfile: Path | None = None, root: Path = ROOT
+) -> list[str]:
+    """The build argv for ``engine`` (run from ``root``, the repository root)."""
+    arg = f"VERL_VERSION={verl_version}"
+    if engine == "docker":
+        cmd = [
+            "docker",
+            "build",
+            "-f",
+            str(root / "containers" / "Dockerfile"),
+            "--build-arg",
+            arg,
+            "-t",
+            image,
+        ]
+        if iidfile is not None:
+            cmd += ["--iidfile", str(iidfile)]
+        return [*cmd, str(root)]
+    if engine == "apptainer":
+        return [
+            "apptainer",
+            "build",
+            "--force",
+            "--build-arg",
+            arg,
+            image,
+            str(root / "containers" / "coolsampler.def"),
+        ]
+    raise ImageBuildError(f"engine {engine!r}: allowed docker, apptainer")
+
+
+def sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return "sha256:" + h.hexdigest()
+
+
+def build(engine: str, image: str, verl_version: str, digest_out: Path, *, root: Path = ROOT) -> str:
+    """Build the image, write its digest to ``digest_out`` and return it."""
+    wheel = root / "results" / "build" / f"verl-{verl_version}-py3-none-any.whl"
+    if not wheel.exists():
+        raise ImageBuildError(f"{wheel} is missing: build it first (snakemake verl_wheel)")
+    if shutil.which(engine) is None:
+        raise ImageBuildError(
+            f"{engine} is not on PATH; set container.engine to what this host has (or none)"
+        )
+    env = {**os.environ, "DOCKER_BUILDKIT": "1"}
+    with tempfile.TemporaryDirectory() as tmp:
+        iid = Path(tmp) / "iid"
+        if engine == "apptainer":
+            image = str(Path(image).resolve())  # the build runs in root, the path is the caller's
+            Path(image).parent.mkdir(parents=True, exist_ok=True)
+        cmd = build_command(engine, image, verl_version, iidfile=iid, root=root)
+        print("$ " + " ".join(cmd), flush=True)
+        res = subprocess.run(cmd, cwd=root, env=env)
+        if res.returncode != 0:
+            raise ImageBuildError(f"{engine} build failed with exit code {res.returncode}")
+        digest = iid.read_text().strip() if engine == "docker" else sha256_file(Path(image))
+    if not digest.startswith("sha256:") or len(digest) != 71:
+        raise ImageBuildError(f"{engine} reported {digest!r}, not an image digest")
+    digest_out.parent.mkdir(parents=True, exist_ok=True)
+    digest_out.write_text(digest + "\n")
+    return digest
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--engine", required=True, choices=["docker", "apptainer"])
+    ap.add_argument("--image", required=True, help="docker tag, or the .sif path for apptainer")
+    ap.add_argument("--verl-version", required=True, help="build_verl.py --print-version")
+    ap.add_argument("--digest-out", type=Path, required=True)
+    args = ap.parse_args(argv)
+    try:
+        print(build(args.engine, args.image, args.verl_version, args.digest_out))
+    except ImageBuildError as e:
+        print(f"build_image: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
