@@ -6,6 +6,8 @@ raised before Snakemake builds a DAG, so a typo costs no GPU hours.
 
 from __future__ import annotations
 
+import math
+import re
 from functools import cache
 from importlib import resources
 from typing import TYPE_CHECKING, Any
@@ -38,15 +40,19 @@ def _path(err: jsonschema.ValidationError) -> str:
     return out or "(top level)"
 
 
+_TYPE_WORDS = {"object": "a mapping", "array": "a list", "string": "a string", "boolean": "true or false"}
+_TB_TEXT = "a number in (0, 2] or {schedule: linear, start, end} or {controller: saturation|kl_cooling}"
+
+
 def _allowed(err: jsonschema.ValidationError) -> str:
     """What the schema allows at the failing place, in words."""
     s = err.schema if isinstance(err.schema, dict) else {}
-    if err.validator == "additionalProperties":
-        allowed = sorted((err.schema.get("properties") or {}).keys())
-        extra = [k for k in err.instance if k not in allowed] if isinstance(err.instance, dict) else []
-        return f"unknown key {', '.join(map(repr, extra))}; allowed keys: {', '.join(allowed)}"
-    if err.validator == "required":
-        return err.message
+    if s == study_schema()["$defs"]["tb"]:
+        return "allowed: " + _TB_TEXT
+    if err.validator == "minItems":
+        return "allowed: a non-empty list"
+    if err.validator == "pattern":
+        return f"allowed: text matching {s['pattern']}"
     if "enum" in s:
         return "allowed: " + ", ".join(map(str, s["enum"]))
     desc = []
@@ -56,16 +62,16 @@ def _allowed(err: jsonschema.ValidationError) -> str:
         elif "const" in branch:
             desc.append(str(branch["const"]))
         elif "$ref" in branch and branch["$ref"].endswith("/tb"):
-            desc.append("a number in (0, 2] or {schedule: linear, start, end} or {controller: saturation|kl_cooling}")
+            desc.append(_TB_TEXT)
         elif branch.get("type") in ("number", "integer"):
             lo = branch.get("exclusiveMinimum", branch.get("minimum"))
             op = ">" if "exclusiveMinimum" in branch else ">="
             hi = f" and <= {branch['maximum']}" if "maximum" in branch else ""
             desc.append(f"{branch['type']} {op} {lo}{hi}" if lo is not None else branch["type"])
         elif branch.get("type") == "array":
-            desc.append("a list of those")
+            desc.append("a non-empty list of those" if branch.get("minItems") else "a list of those")
         elif "type" in branch:
-            desc.append(str(branch["type"]))
+            desc.append(_TYPE_WORDS.get(branch["type"], str(branch["type"])))
     if desc:
         return "allowed: " + "; or ".join(dict.fromkeys(desc))
     if "type" in s:
@@ -76,22 +82,108 @@ def _allowed(err: jsonschema.ValidationError) -> str:
             bound = f" >= {s['minimum']}"
         if "maximum" in s:
             bound += f" and <= {s['maximum']}"
-        return f"allowed: {s['type']}{bound}"
+        return f"allowed: {_TYPE_WORDS.get(s['type'], s['type'])}{bound}"
     return err.message
+
+
+def _non_finite(x: Any, path: str = "") -> str | None:
+    """Path of the first NaN or infinity in a loaded config (YAML's .nan/.inf), or None.
+
+    JSON Schema bounds cannot catch NaN: every comparison with it is false, so ``.nan`` would pass
+    ``exclusiveMinimum: 0`` and reach verl as a temperature or learning rate."""
+    if isinstance(x, float) and not math.isfinite(x):
+        return path or "(top level)"
+    items = x.items() if isinstance(x, dict) else enumerate(x) if isinstance(x, list) else ()
+    for k, v in items:
+        sub = f"{path}[{k}]" if isinstance(k, int) else (f"{path}.{k}" if path else str(k))
+        if (hit := _non_finite(v, sub)) is not None:
+            return hit
+    return None
+
+
+def _tb_branch(err: jsonschema.ValidationError) -> jsonschema.ValidationError | None:
+    """For a Tb mapping, the error of the one branch its ``schedule``/``controller`` key selects.
+
+    Without this a mapping with one bad key is reported against the *number* branch ("allowed: a
+    number"), which names the wrong fix."""
+    tb = study_schema()["$defs"]["tb"]
+    if err.schema != tb:  # Tb: anyOf [tb, list of tb]: look one level in, at the same field
+        err = next((e for e in err.context if e.schema == tb and not e.path), None) or err
+    if err.schema != tb or not isinstance(err.instance, dict):
+        return None
+    branch = 1 if "schedule" in err.instance else 2 if "controller" in err.instance else None
+    if branch is None:
+        return None
+    sub = jsonschema.Draft202012Validator(tb["oneOf"][branch]).iter_errors(err.instance)
+    first = min(sub, key=lambda e: len(list(e.path)), default=None)
+    if first is not None:
+        first.path.extendleft(reversed(list(err.absolute_path)))
+    return first
+
+
+def _message(origin: str, err: jsonschema.ValidationError) -> str:
+    """One line: the field's path, the bad value, what is allowed there."""
+    if err.validator == "additionalProperties" and isinstance(err.instance, dict):
+        known = sorted((err.schema.get("properties") or {}).keys())
+        extra = [k for k in err.instance if k not in known]
+        where = _path(err)
+        field = f"{where}.{extra[0]}" if where != "(top level)" else str(extra[0])
+        return f"{origin}: {field}: unknown key; allowed keys here: {', '.join(known)}"
+    if err.validator == "required" and isinstance(err.instance, dict):
+        need = [k for k in err.validator_value if k not in err.instance]
+        where = _path(err)
+        field = f"{where}.{need[0]}" if where != "(top level)" else str(need[0])
+        return f"{origin}: {field}: missing; required keys here: {', '.join(err.validator_value)}"
+    bad = err.instance if not isinstance(err.instance, (dict, list)) else type(err.instance).__name__
+    hint = ""
+    if isinstance(err.instance, str) and re.fullmatch(r"[+-]?\d+(\.\d*)?[eE][+-]?\d+", err.instance):
+        hint = f" (YAML reads {err.instance} as text: write it with a decimal point, e.g. 2.0e-6)"
+    return f"{origin}: {_path(err)}: {bad!r} is not valid; {_allowed(err)}{hint}"
 
 
 def check_study(raw: Any, origin: str) -> None:
     if not isinstance(raw, dict):
-        raise _error(f"{origin}: a study must be a mapping with name and runs")
+        raise _error(f"{origin}: a study must be a mapping with name and runs; allowed: a YAML mapping")
+    if (where := _non_finite(raw)) is not None:
+        raise _error(f"{origin}: {where}: not a finite number; allowed: finite numbers only (no .nan/.inf)")
     validator = jsonschema.Draft202012Validator(study_schema())
-    errors = sorted(validator.iter_errors(raw), key=lambda e: (len(list(e.absolute_path)), str(e.absolute_path)))
+    errors = sorted(
+        validator.iter_errors(raw), key=lambda e: (len(list(e.absolute_path)), str(e.absolute_path))
+    )
     if errors:
         err = errors[0]
-        # Prefer the deepest error inside an anyOf: it names the real field.
+        # Inside an anyOf/oneOf, descend only to an error *deeper* in the document (it names the
+        # real field, e.g. Tb[1]); branches failing at the same place are summarised by _allowed.
         while err.context:
-            err = sorted(err.context, key=lambda e: -len(list(e.absolute_path)))[0]
-        bad = err.instance if not isinstance(err.instance, (dict, list)) else type(err.instance).__name__
-        raise _error(f"{origin}: {_path(err)}: {bad!r} is not valid; {_allowed(err)}")
+            depth = len(list(err.absolute_path))
+            deeper = [e for e in err.context if len(list(e.absolute_path)) > depth]
+            if not deeper:
+                break
+            err = max(deeper, key=lambda e: len(list(e.absolute_path)))
+        err = _tb_branch(err) or err
+        raise _error(_message(origin, err))
+    _check_names(raw, origin)
+    timeout, stall = raw.get("timeout_min"), raw.get("stall_min")
+    if timeout is not None and stall is not None and stall >= timeout:
+        raise _error(
+            f"{origin}: stall_min: {stall} is not below timeout_min {timeout};"
+            " allowed: stall_min < timeout_min (a watchdog longer than the job's time limit never fires)"
+        )
+
+
+def _check_names(raw: dict[str, Any], origin: str) -> None:
+    """Model and task names where they are written (defaults or a run entry), not where expanded."""
+    entries = [("defaults", raw.get("defaults") or {})]
+    entries += [(f"runs[{i}]", e) for i, e in enumerate(raw["runs"])]
+    for where, entry in entries:
+        for key, table in (("model", MODELS), ("task", TASKS)):
+            if key not in entry:
+                continue
+            values = entry[key] if isinstance(entry[key], list) else [entry[key]]
+            for j, v in enumerate(values):
+                if v not in table:
+                    field = f"{where}.{key}" + (f"[{j}]" if isinstance(entry[key], list) else "")
+                    raise _error(f"{origin}: {field}: {v!r} is not valid; allowed: {', '.join(table)}")
 
 
 def check_run_settings(s: dict[str, Any], where: str) -> None:
@@ -113,7 +205,8 @@ def check_run_settings(s: dict[str, Any], where: str) -> None:
         raise _error(f"{where}.val_every: {s.get('val_every')} exceeds steps {steps}; allowed: 1..steps")
     tb = s["Tb"]
     if isinstance(tb, dict) and s.get("Tl") == "tied":
-        raise _error(f"{where}.Tl: 'tied' with a {tb.get('schedule') or tb.get('controller')} Tb; allowed: a number")
+        kind = tb.get("schedule") or tb.get("controller")
+        raise _error(f"{where}.Tl: 'tied' with a {kind} Tb; allowed: a number")
     if isinstance(tb, dict) and "schedule" in tb and tb["start"] == tb["end"]:
         raise _error(f"{where}.Tb: a linear schedule with start == end; allowed: a fixed number instead")
     if isinstance(tb, dict) and "kl_gate" in tb and tb.get("controller") != "saturation":
@@ -142,10 +235,17 @@ def check_figures(study: Study, origin: str) -> None:
                         raise _error(f"{where}: unknown setting {k!r}; allowed: {', '.join(sorted(allowed))}")
                     for opt in v if isinstance(v, list) else [v]:
                         if k == "Tb" and not tb_validator.is_valid(opt):
-                            raise _error(f"{where}.Tb: {opt!r} is not a temperature; allowed: a number or a Tb mapping")
+                            raise _error(
+                                f"{where}.Tb: {opt!r} is not a temperature; allowed: a number or a Tb mapping"
+                            )
                         if k in ("lr", "N", "seed", "steps", "val_every") and (
                             isinstance(opt, (str, bool)) or not isinstance(opt, (int, float))
                         ):
-                            raise _error(f"{where}.{k}: {opt!r} is not a number (write 2.0e-6, not 2e-6, in YAML)")
+                            raise _error(
+                                f"{where}.{k}: {opt!r} is not a number; allowed: a number"
+                                " (write 2.0e-6, not 2e-6, in YAML)"
+                            )
             if not study.select(filters):
-                raise _error(f"{where}: selects no run of the study; allowed: filters that match at least one run")
+                raise _error(
+                    f"{where}: selects no run of the study; allowed: filters that match at least one run"
+                )
