@@ -24,6 +24,12 @@ Result-path scheme (R = the study's `results:`; the paper's is `results`, the sm
     R/logs/<rule>/...                                                  logs of the analysis rules
 
 A figure or table depends only on the runs its `figures:` entry in the study selects.
+
+Software environment: no rule declares `conda:` or `container:` (the one `snakemake --lint`
+recommendation left). Every rule runs in the environment made by workflow/scripts/setup_env.sh
+(CPU) or in the project image built by rule `image` (GPU profiles), which the training jobs enter
+themselves (coolsampler.container). A per-rule conda env cannot hold the patched verl, which only
+comes from our wheel build, and `--sdm apptainer` would need the image before the DAG builds it.
 """
 
 from pathlib import Path
@@ -31,7 +37,6 @@ from pathlib import Path
 import yaml
 
 from coolsampler.study import KEY_WILDCARD_RE, StudyError, study_from_dict
-
 
 # The study: --configfile names one; with none, the smoke study. Validated before any job exists.
 if not config.get("runs"):
@@ -60,6 +65,6 @@ include: "workflow/rules/analysis.smk"
 
 
 rule all:
+    default_target: True
     input:
         study_targets(),
-    default_target: True

@@ -26,7 +26,11 @@ COLUMNS: dict[str, tuple[str, str, tuple[str, ...]]] = {
         ("val-core/*/acc/mean@1", "val-core/*/reward/mean@1"),
     ),
     # mu-GRPO runs in bypass mode, where verl skips its rollout-correction metrics: the loss logs it.
-    "kl": ("float64", "learner-sampler KL per token, mean(log q - log pi)", ("rollout_corr/kl", "actor/rollout_corr/kl")),
+    "kl": (
+        "float64",
+        "learner-sampler KL per token, mean(log q - log pi)",
+        ("rollout_corr/kl", "actor/rollout_corr/kl"),
+    ),
     "entropy": ("float64", "learner entropy per token", ("actor/entropy",)),
     "clip_frac": ("float64", "fraction of responses at the length limit", ("response_length/clip_ratio",)),
     "reward": ("float64", "mean training reward", ("critic/score/mean",)),

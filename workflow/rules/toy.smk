@@ -20,10 +20,10 @@ rule toy_model:
         f"{S}/models/logs/toy_model.log",
     benchmark:
         f"{S}/models/logs/toy_model.benchmark.tsv"
+    threads: 2
     params:
-        out=f"{S}/models/toy-qwen2",
+        out=lambda wildcards, output: Path(output[0]).parent,
         target_acc=0.5,
         max_steps=1500,
-    threads: 2
     script:
         "../scripts/toy_model.py"

@@ -2,16 +2,6 @@
 # Resources: the paper used 4 GPUs per run (gpu profile); the cpu profile needs both cores.
 
 
-def train_inputs(wildcards):
-    run = run_of(wildcards)
-    # issue 6: + the image digest when training runs in the container (build.smk: container_inputs)
-    inputs = {"wheel": VERL_WHEEL, **data_files(run), **container_inputs()}
-    model = model_input(run)
-    if model:
-        inputs["model"] = model
-    return inputs
-
-
 rule train:
     input:
         unpack(train_inputs),
