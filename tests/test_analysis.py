@@ -11,6 +11,7 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
+
 from coolsampler.analysis import (
     cycle_age,
     cycle_of,

@@ -19,6 +19,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from coolsampler.container import ContainerError, ContainerSpec, docker_gpus, read_digest, training_prefix
 from coolsampler.launch import run_verl
 from coolsampler.train_job import TrainingFailed, check_installed_verl

@@ -7,6 +7,7 @@ import json
 import math
 
 import pytest
+
 from coolsampler.study import Temperature
 from coolsampler.worker.controller import (
     FixedTemperature,

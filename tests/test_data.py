@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
+
 from coolsampler import data
 from coolsampler.settings import TASKS
 

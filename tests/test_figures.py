@@ -11,6 +11,7 @@ from typing import Any
 
 import pandas as pd
 import pytest
+
 from coolsampler import plotting
 from coolsampler.analyze_cli import analyze
 from coolsampler.figures import TARGETS, availability_notes, load_panels, render, run_snakemake_target

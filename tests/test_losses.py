@@ -14,8 +14,9 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("verl.trainer.ppo.core_algos")
 
-from coolsampler.worker import losses  # noqa: E402
 from verl.trainer.ppo.core_algos import get_policy_loss_fn  # noqa: E402
+
+from coolsampler.worker import losses  # noqa: E402
 
 LN = math.log
 

@@ -17,6 +17,7 @@ import math
 from pathlib import Path
 
 import pytest
+
 from coolsampler.cli import main, overrides_for
 from coolsampler.metrics_schema import COLUMNS
 from coolsampler.study import Run, load_study

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 import yaml
+
 from coolsampler.figures import TARGETS
 from coolsampler.study import Study, StudyError, load_study, parse_key, study_from_dict
 

@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 
 import pytest
+
 from coolsampler.study import load_study
 
 ROOT = Path(__file__).resolve().parents[1]

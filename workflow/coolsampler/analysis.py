@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+
 from coolsampler.metrics_schema import RunStatus
 
 # Section 2 of the paper; named so the tests and the docs quote the same numbers.

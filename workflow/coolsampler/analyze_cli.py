@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+
 from coolsampler.analysis import summarize_run
 from coolsampler.metrics_schema import RunStatus
 from coolsampler.tables import DASH, f3, fkl, flead, fstep, table1_frames, to_markdown

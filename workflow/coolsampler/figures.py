@@ -52,12 +52,13 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from matplotlib.axes import Axes
+
 from coolsampler import plotting as P
 from coolsampler import tables
 from coolsampler.analysis import first_crossing, kl_at_step, kl_step_for, validation
 from coolsampler.metrics_schema import RunStatus
 from coolsampler.tables import Panels, RunEntry
-from matplotlib.axes import Axes
 
 PANEL_LETTERS = "abcdefgh"
 

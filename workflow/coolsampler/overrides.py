@@ -210,7 +210,7 @@ def cpu_overrides() -> dict[str, Any]:
         "+actor_rollout_ref.rollout.enable_sleep_mode": False,
         "actor_rollout_ref.rollout.gpu_memory_utilization": 0.5,
         "actor_rollout_ref.rollout.max_num_batched_tokens": 4096,
-        f"+actor_rollout_ref.rollout.engine_kwargs.vllm.worker_extension_cls": ext,
+        "+actor_rollout_ref.rollout.engine_kwargs.vllm.worker_extension_cls": ext,
     }
 
 

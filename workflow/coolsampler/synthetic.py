@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+
 from coolsampler.metrics_schema import COLUMNS
 
 

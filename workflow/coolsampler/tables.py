@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+
 from coolsampler.analysis import cycle_readings, summarize_run
 from coolsampler.metrics_schema import RunStatus
 from coolsampler.plotting import CORRECTION_LABELS, DEFAULT_LR, tb_initial, tb_kind
