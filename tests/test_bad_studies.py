@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 import yaml
+
 from coolsampler.study import KEY_WILDCARD_RE, StudyError, parse_key, study_from_dict
 
 REPO = Path(__file__).resolve().parents[1]

@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
+
 from coolsampler.launch import Progress, TrainingFailed, cpu_env, run_verl
 
 
@@ -191,7 +192,6 @@ def test_real_verl_hang_is_stopped_by_the_watchdog(tmp_path):
     start-up limit (plus the kill's grace periods) and leave no process of verl's group alive."""
     from coolsampler.overrides import RunPaths, verl_overrides
     from coolsampler.study import parse_key
-
     from tests.stack import SMOKE_RECIPE, make_world
 
     world = make_world(tmp_path / "world", sft_steps=1)  # verl hangs before it reads the weights

@@ -24,10 +24,18 @@ from coolsampler.metrics_schema import COLUMNS, REQUIRED, RunStatus
 
 
 class MetricsError(ValueError):
-    pass
+    """A log the table cannot be built from (no records, a required metric never logged)."""
+
+
+_ABSENT = object()  # no source key of a column in a record (as opposed to a logged null/NaN)
 
 
 def _pick(data: dict[str, Any], patterns: tuple[str, ...]) -> Any:
+    """The value of the first source key present in ``data``, else ``_ABSENT``.
+
+    A present key whose value is null is returned as None: verl's file logger writes with orjson,
+    which turns NaN into null, so null means "logged, not a number", not "not logged".
+    """
     for pat in patterns:
         if "*" in pat:
             hits = sorted(k for k in data if fnmatch.fnmatchcase(k, pat))
@@ -35,15 +43,22 @@ def _pick(data: dict[str, Any], patterns: tuple[str, ...]) -> Any:
                 return data[hits[0]]
         elif pat in data:
             return data[pat]
-    return None
+    return _ABSENT
 
 
 def read_jsonl(path: str | Path) -> tuple[dict[int, dict[str, Any]], list[str]]:
-    """Records merged per step, and the problems met while reading."""
+    """One record per step, and the problems met while reading.
+
+    A step logged more than once (a resumed run re-logs the steps after its last checkpoint) keeps
+    its *last* record whole, not a merge: the first attempt's values belong to a trajectory that
+    was thrown away. That is reported, since those steps were trained twice.
+    """
     path = Path(path)
     by_step: dict[int, dict[str, Any]] = {}
     problems: list[str] = []
+    relogged: list[int] = []
     lines = path.read_bytes().split(b"\n")
+    last_line = max((i for i, raw in enumerate(lines, 1) if raw.strip()), default=0)
     for i, raw in enumerate(lines, 1):
         if not raw.strip():
             continue
@@ -51,23 +66,50 @@ def read_jsonl(path: str | Path) -> tuple[dict[int, dict[str, Any]], list[str]]:
             rec = json.loads(raw)
             step = int(rec["step"])
             data = rec["data"]
+            if not isinstance(data, dict):
+                raise TypeError("data is not a mapping")
         except (ValueError, KeyError, TypeError):
-            where = "last line" if i >= len(lines) - 1 else f"line {i}"
+            where = "last line" if i == last_line else f"line {i}"
             problems.append(f"{where} is not a whole JSON record (truncated log?)")
             continue
-        by_step.setdefault(step, {}).update(data)
+        if step in by_step:
+            relogged.append(step)
+        by_step[step] = dict(data)
+    if relogged:
+        steps = sorted(set(relogged))
+        problems.append(
+            f"{len(steps)} step(s) logged more than once (resumed run?), kept the last record of each"
+            f" (first: step {steps[0]})"
+        )
     return by_step, problems
 
 
+def _finite(v: Any) -> bool:
+    """A real, finite number; bools count (the ``refreshed`` flag), null/NaN/inf/text do not."""
+    if isinstance(v, bool):
+        return True
+    return isinstance(v, (int, float)) and math.isfinite(v)
+
+
 def parse_jsonl(
-    path: str | Path, *, expected_steps: int | None = None, val_every: int | None = None, run: str | None = None
+    path: str | Path,
+    *,
+    expected_steps: int | None = None,
+    val_every: int | None = None,
+    run: str | None = None,
 ) -> tuple[pd.DataFrame, RunStatus]:
-    """Parse one run's verl JSONL. ``expected_steps``/``val_every`` let the status say what is missing."""
+    """Parse one run's verl JSONL. ``expected_steps``/``val_every`` let the status say what is missing.
+
+    Values that are null, NaN or infinite are kept as NaN/inf in the table (they are what the run
+    logged) but every such step is reported, so a summary over them carries a note.
+    """
     run = run or str(path)
     by_step, problems = read_jsonl(path)
     if not by_step:
         raise MetricsError(f"{run}: no records in {path}")
     rows = []
+    absent: dict[str, list[int]] = {}  # column -> training steps whose record lacks it
+    bad: dict[str, list[int]] = {}  # column -> steps that logged it as null / NaN / inf
     for step in sorted(by_step):
         data = by_step[step]
         row: dict[str, Any] = {"step": step}
@@ -75,19 +117,37 @@ def parse_jsonl(
             if col == "step":
                 continue
             val = _pick(data, sources)
+            if val is _ABSENT:
+                row[col] = np.nan
+                if step > 0:
+                    absent.setdefault(col, []).append(step)
+                continue
+            if not _finite(val) and (step > 0 or col == "val_acc"):
+                bad.setdefault(col, []).append(step)
             row[col] = np.nan if val is None else val
         rows.append(row)
     df = pd.DataFrame(rows)
-    train = df[df.step > 0]
-    for col in REQUIRED:
-        if col != "step" and (train.empty or train[col].isna().all()):
-            raise MetricsError(f"{run}: required metric {col!r} ({' or '.join(COLUMNS[col][2])}) is missing from the log")
+    n_train = int((df.step > 0).sum())
+    if n_train:
+        for col in REQUIRED:
+            if col != "step" and len(absent.get(col, [])) == n_train:
+                raise MetricsError(
+                    f"{run}: required metric {col!r} ({' or '.join(COLUMNS[col][2])}) is missing from the log"
+                )
+    else:
+        problems.append("no training step logged (the run died before step 1)")
     df = coerce(df)
-    # NaN inside metrics a step did log: keep the row, say so.
-    for col in ("kl", "entropy", "reward", "grad_norm"):
-        bad = train.index[train[col].apply(lambda v: isinstance(v, float) and math.isnan(v))]
-        if len(bad) and not train[col].isna().all():
-            problems.append(f"{len(bad)} step(s) with NaN {col} (first at step {int(df.loc[bad[0], 'step'])})")
+    # A column the run logs (somewhere) but some steps lack, or logged as null/NaN/inf: keep the
+    # rows, say so. val_acc is sparse by design; its gaps are the validation check below.
+    for col in COLUMNS:
+        miss = absent.get(col, [])
+        if col not in ("step", "val_acc") and miss and len(miss) < n_train:
+            problems.append(f"{len(miss)} step(s) without {col} (first at step {miss[0]})")
+        if bad.get(col):
+            problems.append(
+                f"{len(bad[col])} step(s) with NaN/inf {col} (null, NaN or inf in the log;"
+                f" first at step {bad[col][0]})"
+            )
     last = int(df.step.max())
     expected = expected_steps or last
     if last < expected:

@@ -41,14 +41,21 @@ def _path(err: jsonschema.ValidationError) -> str:
 
 
 _TYPE_WORDS = {"object": "a mapping", "array": "a list", "string": "a string", "boolean": "true or false"}
-_TB_TEXT = "a number in (0, 2] or {schedule: linear, start, end} or {controller: saturation|kl_cooling}"
+_TB_MAPPINGS = "{schedule: linear, start, end} or {controller: saturation|kl_cooling}"
+
+
+def _tb_text(instance: Any) -> str:
+    """What a sampler temperature may be; a bad *number* is told the number's bounds first."""
+    if isinstance(instance, (int, float)) and not isinstance(instance, bool):
+        return f"number > 0 and <= 2, or a mapping {_TB_MAPPINGS}"
+    return f"a number in (0, 2] or {_TB_MAPPINGS}"
 
 
 def _allowed(err: jsonschema.ValidationError) -> str:
     """What the schema allows at the failing place, in words."""
     s = err.schema if isinstance(err.schema, dict) else {}
     if s == study_schema()["$defs"]["tb"]:
-        return "allowed: " + _TB_TEXT
+        return "allowed: " + _tb_text(err.instance)
     if err.validator == "minItems":
         return "allowed: a non-empty list"
     if err.validator == "pattern":
@@ -62,7 +69,7 @@ def _allowed(err: jsonschema.ValidationError) -> str:
         elif "const" in branch:
             desc.append(str(branch["const"]))
         elif "$ref" in branch and branch["$ref"].endswith("/tb"):
-            desc.append(_TB_TEXT)
+            desc.append(_tb_text(err.instance))
         elif branch.get("type") in ("number", "integer"):
             lo = branch.get("exclusiveMinimum", branch.get("minimum"))
             op = ">" if "exclusiveMinimum" in branch else ">="
