@@ -214,6 +214,20 @@ def test_duplicated_steps_keep_the_last_record(tmp_path):
     assert_flagged(df, status, "logged more than once")
 
 
+def test_the_validation_a_resumed_run_makes_at_its_checkpoint_is_merged_not_flagged(tmp_path):
+    """What ``coolsampler.launch.assemble`` writes for a run resumed from the checkpoint of step 10:
+    the first attempt up to step 10, the second attempt's validation at step 10 (a record without
+    training/global_step), then steps 11-20. Step 10 keeps its training metrics; nothing was
+    trained twice, so the run is whole."""
+    first = records(steps=10)
+    resume_val = {"step": 10, "data": {VAL: 0.61}}
+    second = [{"step": t, "data": step_record(t)} for t in range(11, STEPS + 1)]
+    df, status = parse(write(tmp_path / "t.jsonl", first + [resume_val] + second))
+    assert status.complete, status.problems
+    at10 = df.set_index("step").loc[10]
+    assert at10.kl == pytest.approx(0.1) and at10.val_acc == pytest.approx(0.61)
+
+
 def test_a_metric_missing_from_some_steps(tmp_path):
     recs = records(s5={"actor/grad_norm": DROP}, s6={"actor/grad_norm": DROP})
     df, status = parse(write(tmp_path / "t.jsonl", recs))

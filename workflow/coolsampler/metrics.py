@@ -49,12 +49,16 @@ def _pick(data: dict[str, Any], patterns: tuple[str, ...]) -> Any:
 def read_jsonl(path: str | Path) -> tuple[dict[int, dict[str, Any]], list[str]]:
     """One record per step, and the problems met while reading.
 
-    A step logged more than once (a resumed run re-logs the steps after its last checkpoint) keeps
-    its *last* record whole, not a merge: the first attempt's values belong to a trajectory that
-    was thrown away. That is reported, since those steps were trained twice.
+    A step *trained* more than once (its ``training/global_step`` record logged again, as when a
+    resumed run re-logs the steps after its last checkpoint) keeps its *last* training record
+    whole, not a merge: the first attempt's values belong to a trajectory that was thrown away.
+    That is reported, since those steps were trained twice. A record without
+    ``training/global_step`` (a validation: step 0, or the one a resumed run makes at its
+    checkpoint step, which ``coolsampler.launch.assemble`` keeps) is merged into its step.
     """
     path = Path(path)
-    by_step: dict[int, dict[str, Any]] = {}
+    train: dict[int, dict[str, Any]] = {}
+    extra: dict[int, dict[str, Any]] = {}  # validation-only records, merged per step
     problems: list[str] = []
     relogged: list[int] = []
     lines = path.read_bytes().split(b"\n")
@@ -72,9 +76,13 @@ def read_jsonl(path: str | Path) -> tuple[dict[int, dict[str, Any]], list[str]]:
             where = "last line" if i == last_line else f"line {i}"
             problems.append(f"{where} is not a whole JSON record (truncated log?)")
             continue
-        if step in by_step:
+        if "training/global_step" not in data:
+            extra.setdefault(step, {}).update(data)
+            continue
+        if step in train:
             relogged.append(step)
-        by_step[step] = dict(data)
+        train[step] = dict(data)
+    by_step = {step: {**train.get(step, {}), **extra.get(step, {})} for step in sorted({*train, *extra})}
     if relogged:
         steps = sorted(set(relogged))
         problems.append(
