@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -80,6 +81,22 @@ def run_stack(
     return jsonl
 
 
+def copy_repo(dest: Path) -> Path:
+    """The repository's tracked files and the verl wheel it builds, in a scratch folder: a
+    workflow test runs there, and touches or kills nothing of the real checkout."""
+    files = subprocess.run(["git", "ls-files"], cwd=REPO, capture_output=True, text=True, check=True).stdout
+    for rel in files.split("\n"):
+        if rel and (REPO / rel).is_file():
+            (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(REPO / rel, dest / rel)
+    wheels = sorted((REPO / "results" / "build").glob("verl-*coolsampler*.whl"))
+    assert wheels, "run workflow/scripts/setup_env.sh first (it builds results/build/verl-*.whl)"
+    (dest / "results" / "build").mkdir(parents=True, exist_ok=True)
+    for w in wheels:
+        shutil.copy2(w, dest / "results" / "build" / w.name)
+    return dest
+
+
 def records(jsonl: Path) -> dict[int, dict]:
     by_step: dict[int, dict] = {}
     for line in jsonl.read_text().splitlines():
@@ -88,8 +105,9 @@ def records(jsonl: Path) -> dict[int, dict]:
     return by_step
 
 
-def pristine_verl(root: Path) -> Path:
-    """The unpatched verl 0.9.1 source tree (hash-checked wheel), for PYTHONPATH comparisons."""
+def pristine_verl(root: Path, patches: list[str] = ()) -> Path:
+    """The verl 0.9.1 source tree (hash-checked wheel) with only ``patches`` applied (none: upstream),
+    for PYTHONPATH comparisons against the installed, fully patched verl."""
     sys.path.insert(0, str(REPO / "workflow" / "scripts"))
     import build_verl
 
@@ -106,4 +124,5 @@ def pristine_verl(root: Path) -> Path:
     tree = root / "pristine"
     with zipfile.ZipFile(wheel) as zf:
         zf.extractall(tree)
+    build_verl.apply_patches(tree, [REPO / "patches" / "verl" / p for p in patches])
     return tree

@@ -128,16 +128,19 @@ def test_tied_temperature_logprobs(world, tmp_path):
 def test_noop_at_defaults_matches_unpatched_verl(world, tmp_path):
     """N=1 and a tied temperature: patched and unpatched verl log the same metrics for the same seed.
 
-    What determinism allows: vLLM draws differently from run to run unless every request carries a
-    seed, which verl does only under rollout.full_determinism (used here, in both arms). With it,
-    the same data seed gives the same samples, and the CPU learner is deterministic, so the metrics
-    agree to float rounding (rel 1e-5)."""
+    What determinism allows: vLLM draws differently from run to run unless every request carries its
+    own seed. verl's rollout.full_determinism gives all requests one seed (a group's samples then
+    coincide and nothing is learnt); patch 0005 makes the seeds distinct per sample and acts only
+    under full_determinism (off by default). Both arms run with full_determinism and 0005, the
+    upstream arm without 0001-0004: same samples, a deterministic CPU learner, and every logged
+    metric equal to float rounding (rel 1e-5)."""
     key = "toy-qwen2/arith/N1_lr1e-4_tis_Tb1_Tltied_s1_st3_v3"
     det = ["actor_rollout_ref.rollout.full_determinism=true"]
     patched = records(run_stack(key, world, tmp_path / "patched", extra=det))
-    tree = pristine_verl(tmp_path / "verl")
+    tree = pristine_verl(tmp_path / "verl", patches=["0005-distinct-sample-seeds.patch"])
     assert "coolsampler" not in (tree / "verl" / "version" / "version").read_text()
     upstream = records(run_stack(key, world, tmp_path / "upstream", pythonpath=str(tree), extra=det))
+    assert max(patched[t]["actor/grad_norm"] for t in (1, 2, 3)) > 1e-6  # groups differ: it learns
     assert "staleness/staleness" not in upstream[1]  # really the unpatched code
     compared = 0
     for t in (0, 1, 2, 3):

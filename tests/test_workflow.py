@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import yaml
+
+from tests.stack import copy_repo
 
 REPO = Path(__file__).resolve().parents[1]
 SNAKEMAKE = [sys.executable, "-m", "snakemake"]
@@ -121,18 +122,7 @@ TINY = {
 @pytest.mark.slow
 @pytest.mark.timeout(1200)
 def test_end_to_end_smoke_study(tmp_path):
-    work = tmp_path / "repo"
-    files = subprocess.run(["git", "ls-files"], cwd=REPO, capture_output=True, text=True, check=True).stdout
-    for rel in files.split():
-        if (REPO / rel).is_file():
-            (work / rel).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(REPO / rel, work / rel)
-    # The wheel this checkout's patches build, as installed by setup_env.sh (no download in the test).
-    wheels = sorted((REPO / "results" / "build").glob("verl-*coolsampler*.whl"))
-    assert wheels, "run workflow/scripts/setup_env.sh first"
-    (work / "results/build").mkdir(parents=True)
-    for w in wheels:
-        shutil.copy2(w, work / "results/build" / w.name)
+    work = copy_repo(tmp_path / "repo")
     (work / "tiny.yaml").write_text(yaml.safe_dump(TINY))
     env_args = ["--configfile=tiny.yaml", "--cores", "2"]
 

@@ -75,6 +75,46 @@ def _last_step(jsonl: Path) -> int:
     return step
 
 
+def attempt_logs(jsonl: Path) -> list[Path]:
+    """verl's JSONL of each attempt at this run, oldest first (``<run>/attempts/NN.jsonl``).
+
+    verl's file logger truncates its file when it starts, and Snakemake deletes the outputs of a
+    killed job: each attempt therefore logs to its own file beside the run's outputs, and the run's
+    ``train.jsonl`` is assembled from them once the run has finished (``assemble``).
+    """
+    return sorted((jsonl.parent / "attempts").glob("[0-9][0-9].jsonl"))
+
+
+def _steps(path: Path) -> list[int]:
+    out = []
+    for line in path.read_bytes().splitlines():
+        try:
+            out.append(int(json.loads(line)["step"]))
+        except (ValueError, KeyError, TypeError):
+            continue
+    return out
+
+
+def assemble(attempts: list[Path], jsonl: Path) -> None:
+    """One log from the attempts: an attempt resumed from the checkpoint of step c replaces what the
+    earlier ones logged after c (those steps were trained again); records of step c are kept from
+    both (the earlier holds its training metrics, the later its validation on resuming)."""
+    lines: list[bytes] = []
+    for i, path in enumerate(attempts):
+        later = [min(s) for s in map(_steps, attempts[i + 1 :]) if s]
+        cut = min(later) if later else None
+        for line in path.read_bytes().splitlines():
+            try:
+                step = int(json.loads(line)["step"])
+            except (ValueError, KeyError, TypeError):
+                continue  # a half-written line of a killed attempt
+            if cut is None or step <= cut:
+                lines.append(line)
+    tmp = jsonl.with_suffix(".jsonl.tmp")
+    tmp.write_bytes(b"".join(line + b"\n" for line in lines))
+    tmp.replace(jsonl)
+
+
 def run_verl(
     overrides: list[str],
     *,
@@ -102,14 +142,16 @@ def run_verl(
     ``cmd`` replaces the whole verl command (``overrides`` and ``prefix`` are then unused); it exists
     so the watchdog's own tests can run a fake trainer in seconds instead of verl in minutes.
     """
-    jsonl.parent.mkdir(parents=True, exist_ok=True)
     log.parent.mkdir(parents=True, exist_ok=True)
-    full_env = {**os.environ, **(env or {}), "VERL_FILE_LOGGER_PATH": str(jsonl), "PYTHONUNBUFFERED": "1"}
+    earlier = attempt_logs(jsonl)
+    current = jsonl.parent / "attempts" / f"{len(earlier) + 1:02d}.jsonl"
+    current.parent.mkdir(parents=True, exist_ok=True)
+    full_env = {**os.environ, **(env or {}), "VERL_FILE_LOGGER_PATH": str(current), "PYTHONUNBUFFERED": "1"}
     # issue 6: in a container the image's interpreter runs verl
     python = [*prefix, "python3"] if prefix else [sys.executable]
     cmd = list(cmd) if cmd else [*python, "-m", "verl.trainer.main_ppo", *overrides]
     say = on_progress or (lambda s: None)
-    prog = Progress(step=_last_step(jsonl), started=time.time())
+    prog = Progress(step=max([_last_step(p) for p in earlier], default=0), started=time.time())
     prog.last_advance = prog.started
     resumed_from = prog.step
     with log.open("ab") as logf:
@@ -123,7 +165,7 @@ def run_verl(
         try:
             while True:
                 rc = proc.poll()
-                step = _last_step(jsonl)
+                step = _last_step(current)
                 now = time.time()
                 if step > prog.step:
                     if prog.first_step_at is None:
@@ -152,6 +194,7 @@ def run_verl(
     if reason:
         tail = log.read_text(errors="replace").splitlines()[-25:]
         raise TrainingFailed(reason + "\n--- last lines of " + str(log) + " ---\n" + "\n".join(tail), prog)
+    assemble([*earlier, current], jsonl)
     return prog
 
 

@@ -34,6 +34,7 @@ def recipe_for(run: Run, study_recipe: dict[str, Any] | None = None) -> dict[str
         "max_response_length": task.max_response_length,
         "val_samples": -1,
         "save_every": -1,
+        "deterministic": False,
     }
     recipe.update(study_recipe or {})
     return recipe
@@ -118,7 +119,9 @@ def verl_overrides(
         "trainer.total_epochs": 10_000,
         "trainer.test_freq": run.val_every,
         "trainer.val_before_train": True,
-        "trainer.save_freq": r["save_every"],
+        "trainer.save_freq": r["save_every"] or -1,
+        "trainer.max_actor_ckpt_to_keep": 2,  # a resume needs the last one; a 7B checkpoint is large
+        "actor_rollout_ref.rollout.full_determinism": bool(r["deterministic"]),
         "trainer.default_local_dir": f"{paths.out_dir}/checkpoints",
         "trainer.project_name": experiment,
         "trainer.experiment_name": run.key.replace("/", "__"),

@@ -97,7 +97,9 @@ def train(
     verl_version = check_installed_verl(wheel, probe)
     overrides = verl_overrides(run, paths, platform=platform, study_recipe=recipe, experiment=f"coolsampler-{study}")
     settings_out.parent.mkdir(parents=True, exist_ok=True)
-    settings_out.write_text(
+    # Written when the run has finished: a killed job must leave no declared output behind, so that
+    # rerunning Snakemake simply resumes it (from verl's checkpoint and the per-attempt logs).
+    settings_text = (
         yaml.safe_dump(
             {
                 "study": study,
@@ -121,8 +123,6 @@ def train(
         with log.open("a") as f:
             f.write(line + "\n")
 
-    # A stale JSONL from an earlier, killed attempt would be appended to: start the log afresh unless
-    # verl resumes from a checkpoint (then the parser keeps the last record per step).
     try:
         prog = run_verl(
             overrides,
@@ -139,6 +139,7 @@ def train(
         remove_container(container or ContainerSpec(), name)  # issue 6: a killed docker client leaves it
     first = (prog.first_step_at or time.time()) - t0
     progress(f"finished {run.steps} steps in {time.time() - t0:.0f}s (start-up {first:.0f}s)")
+    settings_out.write_text(settings_text)
 
 
 def train_from_snakemake(smk: Any) -> None:
@@ -150,8 +151,7 @@ def train_from_snakemake(smk: Any) -> None:
         val=str(Path(smk.input.val).resolve()),
         out_dir=str(out.resolve()),
     )
-    log = Path(smk.log[0])
-    log.write_text("")
+    log = Path(smk.log[0])  # appended to: a resumed run keeps the story of its earlier attempts
     try:
         train(
             run,

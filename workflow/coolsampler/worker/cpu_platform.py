@@ -206,6 +206,20 @@ def _fast_replay_poll(module) -> None:
     cls.__init__ = __init__
 
 
+def _no_batch_invariant_kernels(module) -> None:
+    """verl's rollout.full_determinism sets VLLM_BATCH_INVARIANT=1, whose kernels are Triton GPU
+    kernels: on CPU the engine dies at its first forward. Per-request seeds (patch 0005) are what
+    makes CPU sampling reproducible; the batch-invariant kernels are dropped here."""
+    cls = module.vLLMHttpServer
+    init = cls.__init__
+
+    def __init__(self, *args, **kwargs):
+        init(self, *args, **kwargs)
+        os.environ.pop("VLLM_BATCH_INVARIANT", None)
+
+    cls.__init__ = __init__
+
+
 def install() -> None:
     if os.environ.get("VERL_PLATFORM", "").lower() != "cpu":
         return
@@ -213,6 +227,8 @@ def install() -> None:
     _patch_pin_memory()
     _patch_backend_string()
     sys.meta_path.insert(0, _AfterImport("verl.trainer.ppo.v1.replay_buffer", _fast_replay_poll))
+    server = "verl.workers.rollout.vllm_rollout.vllm_async_server"
+    sys.meta_path.insert(0, _AfterImport(server, _no_batch_invariant_kernels))
 
 
 install()
