@@ -39,8 +39,10 @@ import yaml
 from coolsampler.study import KEY_WILDCARD_RE, StudyError, study_from_dict
 
 # The study: --configfile names one; with none, the smoke study. Validated before any job exists.
-if not config.get("runs"):
-    config.update(yaml.safe_load(Path("config/config.yaml").read_text()))
+# (--config key=value alone keeps the smoke study and overrides its keys)
+if "name" not in config and "runs" not in config:
+    for k, v in yaml.safe_load(Path("config/config.yaml").read_text()).items():
+        config.setdefault(k, v)
 try:
     STUDY = study_from_dict(config, origin=config.get("name", "study"))
 except StudyError as err:

@@ -211,12 +211,6 @@ def test_snakemake_refuses_a_bad_study_before_any_job(case: str, tmp_path: Path)
     assert "Job stats" not in out and not re.search(r"^rule \w+:", out, re.M), out
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Snakefile: `if not config.get('runs')` treats `runs: []` as 'no study given' and loads the"
-    " smoke study over it, so an empty run list runs the smoke study instead of failing; checking"
-    " `'runs' not in config` would let study_from_dict refuse it",
-)
 def test_snakemake_refuses_an_empty_run_list(tmp_path: Path):
     res = _snakemake_dry_run(bad_study(put("runs", value=[])), tmp_path)
     assert res.returncode != 0
@@ -254,11 +248,11 @@ BAD_KEYS = [
     "TOY-qwen2/arith/N4_lr1e-3_tis_Tb1_Tl1_s1",
     "toy-qwen2/arith/N4_lr1e-3_tis_Tb1_Tl1_s1 ",
 ]
-# Known gaps in coolsampler.study (not this test's files): strict xfails, so a fix flips them loudly.
-REGEX_GAPS = {"../arith/N4_lr1e-3_tis_Tb1_Tl1_s1": "the model part [a-z0-9.\\-]+ admits '..'"}
+# Gaps found by this test and closed: '..' as a model, slashes around the key.
+REGEX_GAPS = {"../arith/N4_lr1e-3_tis_Tb1_Tl1_s1": "the model part must not admit '..'"}
 PARSE_GAPS = {
-    "/" + GOOD_KEY: "parse_key strips '/' before parsing, so a leading slash is accepted",
-    GOOD_KEY + "/": "parse_key strips '/' before parsing, so a trailing slash is accepted",
+    "/" + GOOD_KEY: "a leading slash",
+    GOOD_KEY + "/": "a trailing slash",
 }
 
 
@@ -280,7 +274,7 @@ def test_parse_key_rejects(key: str):
 
 @pytest.mark.parametrize(
     "key",
-    [pytest.param(k, marks=pytest.mark.xfail(strict=True, reason=why)) for k, why in REGEX_GAPS.items()],
+    list(REGEX_GAPS),
 )
 def test_wildcard_constraint_rejects_dot_dot_model(key: str):
     assert re.fullmatch(KEY_WILDCARD_RE, key) is None
@@ -288,7 +282,7 @@ def test_wildcard_constraint_rejects_dot_dot_model(key: str):
 
 @pytest.mark.parametrize(
     "key",
-    [pytest.param(k, marks=pytest.mark.xfail(strict=True, reason=why)) for k, why in PARSE_GAPS.items()],
+    list(PARSE_GAPS),
 )
 def test_parse_key_rejects_slashes_around_the_key(key: str):
     with pytest.raises(ValueError):

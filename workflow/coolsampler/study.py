@@ -182,12 +182,12 @@ _NAME_RE = re.compile(
     rf"_Tl(?P<tl>tied|{_NUM_RE})_s(?P<seed>\d+)(?:_st(?P<steps>\d+))?(?:_v(?P<val>\d+))?"
     rf"(?:_(?P<rep>cut|rerun))?$"
 )
-KEY_WILDCARD_RE = r"[a-z0-9.\-]+/[a-z0-9]+/N\d+_lr[0-9.e\-]+_(?:tis|none|mu_grpo)_Tb[a-z0-9.\-]+_Tl[a-z0-9.]+_s\d+(?:_st\d+)?(?:_v\d+)?(?:_cut|_rerun)?"  # noqa: E501
+KEY_WILDCARD_RE = r"[a-z0-9](?:[a-z0-9\-]|\.(?!\.))*/[a-z0-9]+/N\d+_lr[0-9.e\-]+_(?:tis|none|mu_grpo)_Tb[a-z0-9.\-]+_Tl[a-z0-9.]+_s\d+(?:_st\d+)?(?:_v\d+)?(?:_cut|_rerun)?"  # noqa: E501
 
 
 def parse_key(key: str) -> Run:
     """Turn a run key back into a Run. Raises ValueError naming what does not parse."""
-    parts = key.strip("/").split("/")
+    parts = key.split("/")
     if len(parts) != 3:
         raise ValueError(f"run key {key!r}: expected <model>/<task>/<settings>")
     model, task, name = parts
@@ -212,7 +212,7 @@ def parse_key(key: str) -> Run:
         val_every=int(m["val"]) if m["val"] else t.val_every,
         replicate=m["rep"],
     )
-    if run.key != key.strip("/"):
+    if run.key != key:
         raise ValueError(f"run key {key!r} is not canonical (canonical form: {run.key!r})")
     return run
 
