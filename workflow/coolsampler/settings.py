@@ -34,7 +34,7 @@ TASKS: dict[str, Task] = {
     "gsm8k": Task("gsm8k", "train", "test", 512, 512, 10, 300),
     "math": Task("math", "train_l3-5", "math500", 512, 1024, 20, 300),
     # The smoke study's synthetic task (coolsampler.toy): digits -> running sums, exact-match reward.
-    "arith": Task("arith", "train", "test", 32, 24, 10, 160),
+    "arith": Task("arith", "train", "test", 32, 24, 8, 64),
 }
 
 MODELS: dict[str, Model] = {

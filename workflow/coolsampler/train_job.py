@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import os
+import signal
 import sys
 import time
 from pathlib import Path
@@ -143,6 +144,9 @@ def train(
 
 
 def train_from_snakemake(smk: Any) -> None:
+    # SIGTERM (Snakemake cancelling, scancel, a preemption notice) must stop verl's whole session:
+    # as an exception it unwinds through run_verl, whose `finally` kills the session by id.
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     run: Run = smk.params.run
     out = Path(smk.output.jsonl).parent
     paths = RunPaths(
