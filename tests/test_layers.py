@@ -1,0 +1,47 @@
+"""The heavy stack stays at the edge: study, run keys, overrides, parsing, analysis, tables, figures and
+the CLI import neither verl, vLLM nor torch (a researcher analyses logs with pandas alone), and the
+code that runs inside verl workers imports no analysis."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+LIGHT = [
+    "coolsampler.study",
+    "coolsampler.validate",
+    "coolsampler.overrides",
+    "coolsampler.metrics",
+    "coolsampler.analysis",
+    "coolsampler.tables",
+    "coolsampler.figures",
+    "coolsampler.plotting",
+    "coolsampler.cli",
+    "coolsampler.launch",
+    "coolsampler.train_job",
+    "coolsampler.worker.controller",
+]
+
+
+def _loaded_after_import(modules: list[str]) -> set[str]:
+    code = (
+        "import sys\n"
+        + "".join(f"import {m}\n" for m in modules)
+        + "print(' '.join(sorted({m.split('.')[0] for m in sys.modules})))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    return set(out.split())
+
+
+def test_light_modules_import_no_heavy_stack():
+    loaded = _loaded_after_import(LIGHT)
+    assert not loaded & {"torch", "verl", "vllm", "ray", "transformers"}, loaded & {"torch", "verl", "vllm"}
+
+
+def test_worker_code_imports_no_analysis():
+    code = "import sys, coolsampler.worker.losses, coolsampler.worker.controller\n" + (
+        "print([m for m in sys.modules if m in "
+        "('coolsampler.analysis','coolsampler.figures','coolsampler.tables','coolsampler.plotting')])"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
