@@ -20,7 +20,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from coolsampler.launch import _session_members
+from coolsampler.launch import _session_members, proc_table
 from tests.stack import copy_repo
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1500)]
@@ -51,18 +51,11 @@ def study(name: str) -> dict:
 
 def _descendant_sessions(root: int) -> set[int]:
     """Session ids of ``root`` and all its descendants (verl runs in a session of its own)."""
+    table = proc_table()
     children: dict[int, list[int]] = {}
-    sessions: dict[int, int] = {}
-    for d in Path("/proc").iterdir():
-        if not d.name.isdigit():
-            continue
-        try:
-            stat = (d / "stat").read_text()
-        except OSError:
-            continue
-        fields = stat[stat.rindex(")") + 2 :].split()
-        children.setdefault(int(fields[1]), []).append(int(d.name))
-        sessions[int(d.name)] = int(fields[3])
+    for p in table:
+        children.setdefault(p.ppid, []).append(p.pid)
+    sessions = {p.pid: p.session for p in table}
     out, todo = set(), [root]
     while todo:
         pid = todo.pop()

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from coolsampler.launch import Progress, TrainingFailed, cpu_env, run_verl
+from coolsampler.launch import Progress, TrainingFailed, cpu_env, proc_table, run_verl
 
 
 def group_alive(pgid: int) -> list[str]:
@@ -29,18 +29,9 @@ def group_alive(pgid: int) -> list[str]:
     still "exists" for kill(2) although it holds no resources and runs nothing.
     """
     alive = []
-    for d in Path("/proc").iterdir():
-        if not d.name.isdigit():
-            continue
-        try:
-            stat = (d / "stat").read_text()
-        except OSError:
-            continue
-        # pid (comm) state ppid pgrp session ...; comm may hold spaces, so split after the ')'
-        fields = stat[stat.rindex(")") + 2 :].split()
-        state, pgrp, session = fields[0], int(fields[2]), int(fields[3])
-        if state not in ("Z", "X") and pgid in (pgrp, session):
-            alive.append(f"{d.name} {state} {stat[stat.index('(') : stat.rindex(')') + 1]}")
+    for p in proc_table():
+        if p.state not in ("Z", "X") and pgid in (p.pgrp, p.session):
+            alive.append(f"{p.pid} {p.state} ({p.comm})")
     return alive
 
 

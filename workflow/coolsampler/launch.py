@@ -198,13 +198,19 @@ def run_verl(
     return prog
 
 
-def _session_members(sid: int) -> list[int]:
-    """Live (non-zombie) processes of session ``sid``, from Linux's /proc (empty elsewhere).
+@dataclass(frozen=True)
+class ProcInfo:
+    pid: int
+    comm: str
+    state: str
+    ppid: int
+    pgrp: int
+    session: int
 
-    Why not the process group alone: Ray's workers (the TaskRunner, TransferQueue and storage
-    actors, vLLM servers) each call setpgid and leave verl's process group, but they stay in the
-    session that ``start_new_session`` opened, whose id is verl's pid. Selected by id, never by name.
-    """
+
+def proc_table() -> list[ProcInfo]:
+    """Every process of this Linux machine, from /proc (empty elsewhere). Processes are selected by
+    id (group, session, parent) in this project, never by name."""
     out = []
     try:
         entries = list(Path("/proc").iterdir())
@@ -217,10 +223,22 @@ def _session_members(sid: int) -> list[int]:
             stat = (d / "stat").read_text()
         except OSError:
             continue
-        fields = stat[stat.rindex(")") + 2 :].split()  # state ppid pgrp session ...
-        if len(fields) > 3 and int(fields[3]) == sid and fields[0] not in ("Z", "X"):
-            out.append(int(d.name))
+        # pid (comm) state ppid pgrp session ...; comm may hold spaces, so split after the ')'
+        fields = stat[stat.rindex(")") + 2 :].split()
+        if len(fields) > 3:
+            comm = stat[stat.index("(") + 1 : stat.rindex(")")]
+            out.append(ProcInfo(int(d.name), comm, fields[0], int(fields[1]), int(fields[2]), int(fields[3])))
     return out
+
+
+def _session_members(sid: int) -> list[int]:
+    """Live (non-zombie) processes of session ``sid``.
+
+    Why not the process group alone: Ray's workers (the TaskRunner, TransferQueue and storage
+    actors, vLLM servers) each call setpgid and leave verl's process group, but they stay in the
+    session that ``start_new_session`` opened, whose id is verl's pid. Selected by id, never by name.
+    """
+    return [p.pid for p in proc_table() if p.session == sid and p.state not in ("Z", "X")]
 
 
 def _signal_all(pgid: int, sig: int) -> bool:
