@@ -15,7 +15,7 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from coolsampler.launch import cpu_env, run_verl
+from coolsampler.launch import TrainingFailed, cpu_env, run_verl
 from coolsampler.overrides import RunPaths, verl_overrides
 from coolsampler.study import parse_key
 
@@ -69,16 +69,22 @@ def run_stack(
     if pythonpath:
         env["PYTHONPATH"] = pythonpath + os.pathsep + os.environ.get("PYTHONPATH", "")
     jsonl = out / "train.jsonl"
-    run_verl(
-        overrides,
-        jsonl=jsonl,
-        log=out / "train.log",
-        total_steps=run.steps,
-        env=env,
-        timeout_s=timeout_s,
-        stall_s=240,
-    )
-    return jsonl
+    for attempt in (1, 2):  # as rule train does: a silently stalled attempt is retried once
+        try:
+            run_verl(
+                overrides,
+                jsonl=jsonl,
+                log=out / "train.log",
+                total_steps=run.steps,
+                env=env,
+                timeout_s=timeout_s,
+                stall_s=240,
+            )
+            return jsonl
+        except TrainingFailed as e:
+            if attempt == 2 or not str(e).startswith("stalled"):
+                raise
+    raise AssertionError("unreachable")
 
 
 def copy_repo(dest: Path) -> Path:

@@ -151,9 +151,10 @@ def run_verl(
     python = [*prefix, "python3"] if prefix else [sys.executable]
     cmd = list(cmd) if cmd else [*python, "-m", "verl.trainer.main_ppo", *overrides]
     say = on_progress or (lambda s: None)
-    prog = Progress(step=max([_last_step(p) for p in earlier], default=0), started=time.time())
+    # Progress is that of this attempt: a resumed (or restarted) attempt logs from its checkpoint on.
+    prog = Progress(step=0, started=time.time())
     prog.last_advance = prog.started
-    resumed_from = prog.step
+    resumed_from = None
     with log.open("ab") as logf:
         logf.write(("$ " + " ".join(cmd) + "\n").encode())
         logf.flush()
@@ -169,7 +170,7 @@ def run_verl(
                 now = time.time()
                 if step > prog.step:
                     if prog.first_step_at is None:
-                        prog.first_step_at = now
+                        prog.first_step_at, resumed_from = now, step - 1
                     prog.step, prog.last_advance = step, now
                     done = step - resumed_from
                     rate = (now - prog.first_step_at) / max(1, done - 1) if done > 1 else None
@@ -187,6 +188,8 @@ def run_verl(
                 elif now - prog.last_advance > limit:
                     reason = f"stalled: no new step for {limit:.0f}s (last step {prog.step}/{total_steps})"
                 if reason:
+                    if reason.startswith("stalled"):
+                        _dump_stacks(prog.pgid, logf)
                     break
                 time.sleep(poll_s)
         finally:
@@ -256,6 +259,23 @@ def _signal_all(pgid: int, sig: int) -> bool:
         except ProcessLookupError:
             pass
     return hit
+
+
+def _dump_stacks(sid: int, logf) -> None:
+    """Before killing a stalled run, write where each of its Python processes is stuck (py-spy, if
+    installed): a silent hang becomes a diagnosable one."""
+    import shutil
+
+    spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
+    if not Path(spy).exists():
+        return
+    for pid in _session_members(sid)[:24]:
+        try:
+            out = subprocess.run([spy, "dump", "--pid", str(pid)], capture_output=True, timeout=20).stdout
+        except (subprocess.TimeoutExpired, OSError):
+            continue
+        logf.write(f"--- py-spy dump of {pid} (stalled run) ---\n".encode() + out)
+    logf.flush()
 
 
 def _kill_group(proc: subprocess.Popen) -> None:

@@ -77,6 +77,7 @@ def train(
     log: Path,
     timeout_min: float,
     stall_min: float,
+    stall_retries: int = 1,
     container: ContainerSpec | None = None,
     image_digest: str | None = None,
 ) -> None:
@@ -125,17 +126,26 @@ def train(
             f.write(line + "\n")
 
     try:
-        prog = run_verl(
-            overrides,
-            jsonl=jsonl,
-            log=log,
-            total_steps=run.steps,
-            env=env,
-            timeout_s=timeout_min * 60,
-            stall_s=stall_min * 60,
-            on_progress=progress,
-            prefix=prefix,
-        )
+        # A stalled attempt (the CPU stack can hang silently, e.g. in a weight push) is killed and
+        # retried: from the last checkpoint when there is one (exactly, see patch 0004), else anew.
+        for attempt in range(stall_retries + 1):
+            try:
+                prog = run_verl(
+                    overrides,
+                    jsonl=jsonl,
+                    log=log,
+                    total_steps=run.steps,
+                    env=env,
+                    timeout_s=timeout_min * 60,
+                    stall_s=stall_min * 60,
+                    on_progress=progress,
+                    prefix=prefix,
+                )
+                break
+            except TrainingFailed as e:
+                if not str(e).startswith("stalled") or attempt == stall_retries:
+                    raise
+                progress(f"attempt {attempt + 1} {str(e).splitlines()[0]}; retrying")
     finally:
         remove_container(container or ContainerSpec(), name)  # issue 6: a killed docker client leaves it
     first = (prog.first_step_at or time.time()) - t0
@@ -169,6 +179,7 @@ def train_from_snakemake(smk: Any) -> None:
             log=log,
             timeout_min=float(smk.params.timeout_min),
             stall_min=float(smk.params.stall_min),
+            stall_retries=int(smk.params.stall_retries),
             # issue 6: rule train passes these only when container.engine is not none
             container=ContainerSpec(**smk.params.container) if smk.params.get("container") else None,
             image_digest=read_digest(smk.input.image) if smk.input.get("image") else None,

@@ -28,6 +28,7 @@ rule train:
         # below the SLURM runtime (960 min): the watchdog, not the scheduler, says why a run stopped
         timeout_min=config.get("timeout_min", 120 if PLATFORM == "cpu" else 15 * 60),
         stall_min=config.get("stall_min", 10 if PLATFORM == "cpu" else 60),
+        stall_retries=config.get("stall_retries", 1),
         # issue 6: {engine, image} to run verl in the image, {} to run it directly
         container=container_params(),
     script:
