@@ -139,6 +139,12 @@ def test_end_to_end_smoke_study(tmp_path):
     assert "step 4/4" in (run_dir / "train.log").read_text()  # progress in the job's log
     assert (work / "results/tiny/fig1.png").stat().st_size > 1000
 
+    # Snakemake's own report gathers the study's figures and tables (issue 4).
+    res = snakemake(*env_args, "--report", "results/tiny/report.html", cwd=work, timeout=300)
+    assert res.returncode == 0, res.stderr[-3000:]
+    report = (work / "results/tiny/report.html").read_text(errors="replace")
+    assert "fig1" in report and "table4" in report
+
     # A no-op rerun runs nothing.
     res = snakemake(*env_args, "-n", "results/tiny/fig1.pdf", "results/tiny/table4.csv", cwd=work)
     assert "Nothing to be done" in res.stdout + res.stderr, res.stdout

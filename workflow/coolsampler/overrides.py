@@ -147,6 +147,13 @@ def verl_overrides(
     # platform
     if platform == "cpu":
         o.update(cpu_overrides())
+        # one micro-batch per step (a tiny model): verl needs the batch divisible by it
+        for k in (
+            "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu",
+            "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu",
+            "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu",
+        ):
+            o[k] = prompts * n
     elif platform == "gpu":
         gpus = PAPER_RECIPE["gpus_per_run"]
         micro = max(1, prompts * n // gpus // 4)
@@ -193,9 +200,6 @@ def cpu_overrides() -> dict[str, Any]:
         "reward.num_workers": 1,
         "actor_rollout_ref.actor.strategy": "fsdp2",
         "actor_rollout_ref.actor.use_torch_compile": False,
-        "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu": 64,
-        "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu": 64,
-        "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu": 64,
         "actor_rollout_ref.model.use_remove_padding": False,  # flash-attn varlen only
         "actor_rollout_ref.model.enable_gradient_checkpointing": False,
         "+actor_rollout_ref.model.override_config.attn_implementation": "sdpa",
