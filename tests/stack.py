@@ -79,6 +79,7 @@ def run_stack(
                 env=env,
                 timeout_s=timeout_s,
                 stall_s=240,
+                startup_s=480,  # start-up stretches when the machine is busy
             )
             return jsonl
         except TrainingFailed as e:

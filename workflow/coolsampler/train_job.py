@@ -138,6 +138,8 @@ def train(
                     env=env,
                     timeout_s=timeout_min * 60,
                     stall_s=stall_min * 60,
+                    # start-up (~1-2 min alone on 2 cores) stretches under load: give it twice the stall limit
+                    startup_s=2 * stall_min * 60,
                     on_progress=progress,
                     prefix=prefix,
                 )
