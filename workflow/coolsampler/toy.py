@@ -151,7 +151,7 @@ def sft_warm_start(
             acc = greedy_accuracy(model, tok, test)
             history.append({"step": step, "loss": float(loss.detach()), "acc": acc})
             log(
-                f"sft step {step}/{steps} loss {float(loss):.3f} greedy acc {acc:.3f} ({time.time() - t0:.0f}s)"
+                f"sft step {step}/{steps} loss {loss.item():.3f} greedy acc {acc:.3f} ({time.time() - t0:.0f}s)"
             )
             if acc >= target_acc:
                 break
