@@ -18,7 +18,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from tests.stack import make_world, records, run_stack  # noqa: E402
+from tests.stack import World, make_world, records, run_stack  # noqa: E402
 
 
 def main() -> int:
@@ -26,7 +26,11 @@ def main() -> int:
     ap.add_argument("--steps", type=int, default=24)
     ap.add_argument("--out", type=Path, default=Path("/tmp/coolsampler-bench-gate"))
     args = ap.parse_args()
-    world = make_world(args.out / "world")
+    world_dir = args.out / "world"
+    if (world_dir / "model" / "model.safetensors").exists():  # a world made by an earlier run
+        world = World(world_dir / "model", world_dir / "data" / "train.parquet", world_dir / "data" / "test.parquet")
+    else:
+        world = make_world(world_dir)
     rows = {}
     for n in (1, 8):
         key = f"toy-qwen2/arith/N{n}_lr1e-4_tis_Tb1_Tl1_s1_st{args.steps}_v{args.steps}"
