@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -115,6 +116,28 @@ def assemble(attempts: list[Path], jsonl: Path) -> None:
     tmp.replace(jsonl)
 
 
+def resume_overrides(overrides: list[str], attempts: list[Path]) -> list[str]:
+    """Where a new attempt resumes: the newest checkpoint whose step the earlier attempts logged.
+
+    verl saves the checkpoint of step k before it logs step k, so an attempt killed in between
+    leaves a checkpoint whose metrics were never written; verl's own auto-resume would start after
+    it and the log would miss step k. Resuming from the newest checkpoint at or before the last
+    logged step (verl keeps two) makes the log whole again."""
+    root = next((o.split("=", 1)[1] for o in overrides if o.startswith("trainer.default_local_dir=")), None)
+    if root is None or not Path(root).is_dir():
+        return []
+    steps = sorted(
+        int(m.group(1)) for p in Path(root).iterdir() if (m := re.fullmatch(r"global_step_(\d+)", p.name))
+    )
+    logged = max((_last_step(a) for a in attempts), default=0)
+    if not steps or steps[-1] <= logged:
+        return []  # nothing saved, or verl's auto-resume picks a checkpoint the log covers
+    usable = [k for k in steps if k <= logged]
+    if not usable:
+        return ["trainer.resume_mode=disable"]
+    return ["trainer.resume_mode=resume_path", f"trainer.resume_from_path={root}/global_step_{usable[-1]}"]
+
+
 def run_verl(
     overrides: list[str],
     *,
@@ -149,6 +172,7 @@ def run_verl(
     full_env = {**os.environ, **(env or {}), "VERL_FILE_LOGGER_PATH": str(current), "PYTHONUNBUFFERED": "1"}
     # issue 6: in a container the image's interpreter runs verl
     python = [*prefix, "python3"] if prefix else [sys.executable]
+    overrides = [*overrides, *resume_overrides(overrides, earlier)]
     cmd = list(cmd) if cmd else [*python, "-m", "verl.trainer.main_ppo", *overrides]
     say = on_progress or (lambda s: None)
     # Progress is that of this attempt: a resumed (or restarted) attempt logs from its checkpoint on.

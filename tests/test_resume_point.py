@@ -1,0 +1,28 @@
+"""Where a retried or resumed attempt restarts: a checkpoint whose step the log covers."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from coolsampler.launch import resume_overrides
+
+
+def _log(path: Path, last: int) -> Path:
+    path.write_text("".join(json.dumps({"step": t, "data": {"training/global_step": t}}) + "\n" for t in range(1, last + 1)))
+    return path
+
+
+def test_resume_point(tmp_path: Path):
+    for k in (4, 6):
+        (tmp_path / "ckpt" / f"global_step_{k}").mkdir(parents=True)
+    ov = [f"trainer.default_local_dir={tmp_path / 'ckpt'}"]
+    log = tmp_path / "01.jsonl"
+    # killed after checkpoint 6 was saved but before step 6 was logged: resume from 4
+    assert resume_overrides(ov, [_log(log, 5)]) == [
+        "trainer.resume_mode=resume_path",
+        f"trainer.resume_from_path={tmp_path / 'ckpt'}/global_step_4",
+    ]
+    assert resume_overrides(ov, [_log(log, 6)]) == []  # verl's auto-resume (6) is consistent
+    assert resume_overrides(ov, [_log(log, 3)]) == ["trainer.resume_mode=disable"]  # nothing usable: anew
+    assert resume_overrides([], [log]) == []
