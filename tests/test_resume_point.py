@@ -9,7 +9,8 @@ from coolsampler.launch import resume_overrides
 
 
 def _log(path: Path, last: int) -> Path:
-    path.write_text("".join(json.dumps({"step": t, "data": {"training/global_step": t}}) + "\n" for t in range(1, last + 1)))
+    lines = (json.dumps({"step": t, "data": {"training/global_step": t}}) for t in range(1, last + 1))
+    path.write_text("".join(line + "\n" for line in lines))
     return path
 
 
