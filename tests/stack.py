@@ -104,6 +104,30 @@ def copy_repo(dest: Path) -> Path:
     return dest
 
 
+def tiny_study(name: str, run: dict, *, lr: float, figures: dict | None = None, **recipe) -> dict:
+    """A one-run toy study for the workflow tests (Snakemake end to end, resume)."""
+    study = {
+        "name": name,
+        "results": f"results/{name}",
+        "profile": "cpu",
+        "timeout_min": 15,
+        "stall_min": 4,
+        "recipe": {
+            "prompts_per_step": 8,
+            "samples_per_prompt": 4,
+            "max_prompt_length": 16,
+            "max_response_length": 8,
+            "val_samples": 32,
+            **recipe,
+        },
+        "defaults": {"model": "toy-qwen2", "task": "arith", "lr": lr, "Tl": 1.0, "correction": "tis"},
+        "runs": [run],
+    }
+    if figures is not None:
+        study["figures"] = figures
+    return study
+
+
 def records(jsonl: Path) -> dict[int, dict]:
     by_step: dict[int, dict] = {}
     for line in jsonl.read_text().splitlines():

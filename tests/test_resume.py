@@ -21,7 +21,7 @@ import pytest
 import yaml
 
 from coolsampler.launch import _session_members, proc_table
-from tests.stack import copy_repo
+from tests.stack import copy_repo, tiny_study
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1500)]
 
@@ -29,24 +29,13 @@ KEY = "toy-qwen2/arith/N4_lr3e-4_tis_Tb1_Tl1_s1_st10_v5"
 
 
 def study(name: str) -> dict:
-    return {
-        "name": name,
-        "results": f"results/{name}",
-        "profile": "cpu",
-        "timeout_min": 15,
-        "stall_min": 4,
-        "recipe": {
-            "prompts_per_step": 8,
-            "samples_per_prompt": 4,
-            "max_prompt_length": 16,
-            "max_response_length": 8,
-            "val_samples": 32,
-            "save_every": 2,
-            "deterministic": True,
-        },
-        "defaults": {"model": "toy-qwen2", "task": "arith", "lr": 3.0e-4, "Tl": 1.0, "correction": "tis"},
-        "runs": [{"source": "resume test", "N": 4, "Tb": 1.0, "seed": 1, "steps": 10, "val_every": 5}],
-    }
+    return tiny_study(
+        name,
+        {"source": "resume test", "N": 4, "Tb": 1.0, "seed": 1, "steps": 10, "val_every": 5},
+        lr=3.0e-4,
+        save_every=2,
+        deterministic=True,
+    )
 
 
 def _descendant_sessions(root: int) -> set[int]:

