@@ -4,24 +4,28 @@
     snakemake --cores 1 --configfile=config/paper.yaml results/fig1.pdf   # one paper figure
     snakemake --profile profiles/slurm --configfile=config/paper.yaml results/fig1.pdf
 
-Result-path scheme (R = the study's `results:`; the paper's is `results`, the smoke study's
-`results/smoke`; S = `results`, shared by every study):
+Result-path scheme (coolsampler.paths owns it; R = the study's `results:`, the paper's `results`, the
+smoke study's `results/smoke`; S = `results`, shared by every study; D = `data_dir`, default S/data):
 
     S/build/verl-0.9.1+coolsampler.<patch-hash>-py3-none-any.whl     patched verl (rule verl_wheel)
-    S/data/<task>/<split>.parquet (+ .manifest.json)                   prepared data (rules prepare_*, toy_data)
-    S/models/toy-qwen2/                                                the smoke study's warm-started model
+    D/<task>/<split>.parquet (+ .manifest.json)                        prepared data (rules prepare_*, toy_data)
+    D/rehearsal/<task>/<split>.parquet                                 the rehearsal's toy data (rule rehearsal_data)
+    S/models/toy-qwen2[-rehearsal]/                                    generated models (rules toy_model, rehearsal_model)
     R/runs/<model>/<task>/<settings>/                                  one training run; <model>/<task>/<settings>
                                                                        is its run key (coolsampler.study), e.g.
                                                                        qwen2.5-math-1.5b/gsm8k/N192_lr2e-6_tis_Tb0.8_Tl1_s43
-        run.yaml            every setting, the resolved recipe and verl's overrides (rule train)
+        run.yaml            every setting, the resolved recipe, verl's overrides and environment (rule train)
         train.jsonl         verl's `file` logger, one line per step (rule train)
         train.log           verl's console, with progress lines (step k/T, ETA)
         train.benchmark.tsv wall time and memory of the job
+        checkpoints/        verl's newest checkpoint (+ the stale sampler's snapshot): what a resume starts from
         metrics.parquet     one row per step, schema coolsampler.metrics_schema (rule parse)
         status.json         whether the log is whole, and what is missing
     R/fig<1-8>.pdf|.png                                                figures (rule figure)
     R/table<1-4>.csv|.tex|.md                                          tables (rule table)
     R/logs/<rule>/...                                                  logs of the analysis rules
+    R/rehearsal/...                                                    the study's rehearsal (rule rehearsal): the
+                                                                       same scheme below it, and rehearsal.md
 
 A figure or table depends only on the runs its `figures:` entry in the study selects.
 
@@ -49,16 +53,18 @@ except StudyError as err:
     raise WorkflowError(f"invalid study config: {err}") from None
 
 R = str(STUDY.results)
-S = "results"
 PLATFORM = config.get("profile", "cpu")
 
 
+include: "workflow/rules/common.smk"
+
+
 wildcard_constraints:
+    root=ROOT_RE,
     key=KEY_WILDCARD_RE,
     target="fig[1-8]|table[1-4]",
 
 
-include: "workflow/rules/common.smk"
 include: "workflow/rules/build.smk"
 include: "workflow/rules/data.smk"
 include: "workflow/rules/toy.smk"

@@ -15,8 +15,9 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from coolsampler.launch import TrainingFailed, cpu_env, run_verl
+from coolsampler.launch import TrainingFailed, run_verl
 from coolsampler.overrides import RunPaths, verl_overrides
+from coolsampler.platform import get_platform
 from coolsampler.study import parse_key
 
 REPO = Path(__file__).resolve().parents[1]
@@ -61,7 +62,7 @@ def run_stack(
     run = parse_key(key)
     paths = RunPaths(model=str(world.model), train=str(world.train), val=str(world.val), out_dir=str(out))
     overrides = verl_overrides(run, paths, platform="cpu", study_recipe=SMOKE_RECIPE) + (extra or [])
-    env = cpu_env()
+    env = get_platform("cpu").env()
     if tap:
         (out / "tap").mkdir(parents=True, exist_ok=True)
         env["COOLSAMPLER_TAP_DIR"] = str(out / "tap")

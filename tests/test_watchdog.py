@@ -18,7 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from coolsampler.launch import Progress, TrainingFailed, cpu_env, proc_table, run_verl
+from coolsampler.launch import Progress, TrainingFailed, proc_table, run_verl
+from coolsampler.platform import get_platform
 
 
 def group_alive(pgid: int) -> list[str]:
@@ -203,7 +204,7 @@ def test_real_verl_hang_is_stopped_by_the_watchdog(tmp_path):
             jsonl=tmp_path / "train.jsonl",
             log=log,
             total_steps=run.steps,
-            env=cpu_env(),
+            env=get_platform("cpu").env(),
             timeout_s=300,
             stall_s=STARTUP_S,
             startup_s=STARTUP_S,

@@ -1,7 +1,8 @@
 """``coolsampler``: the pipeline's command line, for what one wants without running Snakemake.
 
-    coolsampler overrides RUN_KEY [--study config/paper.yaml] [--platform gpu|cpu]
-        the exact Hydra overrides verl gets for a run, one per line (paths as rule train sets them)
+    coolsampler overrides RUN_KEY [--study config/paper.yaml] [--platform gpu|cpu] [--env]
+        the exact Hydra overrides verl gets for a run, one per line (paths as rule train sets them);
+        with --env, the environment of its verl process instead (NAME=value lines)
     coolsampler parse PATH [--out metrics.parquet] [--steps N] [--val-every K]
         one verl JSONL log -> a summary, or the metrics table rule parse writes
     coolsampler analyze PATH... [--N N]
@@ -17,48 +18,47 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from coolsampler.overrides import RunPaths, verl_overrides
-from coolsampler.settings import MODELS, TASKS
-from coolsampler.study import Run, StudyError, load_study
-
-RESULTS_SHARED = "results"  # S of the Snakefile's result-path scheme: data, models, build
-
-
-def run_paths(run: Run, results: str | Path, shared: str | Path = RESULTS_SHARED) -> RunPaths:
-    """The paths rule train gives verl for ``run`` (the Snakefile's result-path scheme), resolved
-    against the current directory as rule train resolves them."""
-    src = MODELS[run.model].source
-    model = str(Path(shared, "models", run.model).resolve()) if src == "generated" else src
-    task = TASKS[run.task]
-    data = Path(shared, "data", run.task)
-    return RunPaths(
-        model=model,
-        train=str((data / f"{task.train}.parquet").resolve()),
-        val=str((data / f"{task.val}.parquet").resolve()),
-        out_dir=str(Path(results, "runs", run.key).resolve()),
-    )
+from coolsampler.overrides import verl_overrides
+from coolsampler.paths import Layout, run_paths
+from coolsampler.platform import PLATFORMS, get_platform
+from coolsampler.study import Run, Study, StudyError, load_study
 
 
-def overrides_for(key: str, study_path: str | Path, platform: str | None = None) -> list[str]:
-    """verl's overrides for the run ``key`` of the study at ``study_path`` (its profile by default)."""
+def _run_of(key: str, study_path: str | Path) -> tuple[Study, Run]:
     study = load_study(study_path)
     runs = study.by_key()
     if key not in runs:
         near = [k for k in runs if k.split("/")[:2] == key.split("/")[:2]][:5]
         hint = f"; runs of that model/task: {', '.join(near)}" if near else ""
         raise StudyError(f"run {key} is not in study {study.name} ({study_path}){hint}")
-    run = runs[key]
+    return study, runs[key]
+
+
+def overrides_for(key: str, study_path: str | Path, platform: str | None = None) -> list[str]:
+    """verl's overrides for the run ``key`` of the study at ``study_path`` (its profile by default), with
+    the paths rule train gives it (coolsampler.paths), resolved against the current directory."""
+    study, run = _run_of(key, study_path)
     plat = platform or study.raw.get("profile", "cpu")
     return verl_overrides(
         run,
-        run_paths(run, study.results),
+        run_paths(Layout.from_config(study.raw, study.results), run),
         platform=plat,
         study_recipe=study.recipe,
         experiment=f"coolsampler-{study.name}",
     )
 
 
+def env_for(key: str, study_path: str | Path, platform: str | None = None) -> dict[str, str]:
+    """The environment of the run's verl process on ``platform`` (coolsampler.platform)."""
+    study, _run = _run_of(key, study_path)
+    return get_platform(platform or study.raw.get("profile", "cpu")).env()
+
+
 def _overrides(args: argparse.Namespace) -> int:
+    if args.env:
+        for name, value in env_for(args.key, args.study, args.platform).items():
+            print(f"{name}={value}")
+        return 0
     for line in overrides_for(args.key, args.study, args.platform):
         print(line)
     return 0
@@ -103,7 +103,8 @@ def build_parser() -> argparse.ArgumentParser:
     o = sub.add_parser("overrides", help="print verl's Hydra overrides for a run key")
     o.add_argument("key", help="run key, e.g. qwen2.5-math-1.5b/gsm8k/N192_lr2e-6_tis_Tb0.8_Tl1_s43")
     o.add_argument("--study", default="config/paper.yaml", help="study config (default: %(default)s)")
-    o.add_argument("--platform", choices=["gpu", "cpu"], help="default: the study's profile")
+    o.add_argument("--platform", choices=list(PLATFORMS), help="default: the study's profile")
+    o.add_argument("--env", action="store_true", help="print the job's environment instead (NAME=value lines)")
     o.set_defaults(func=_overrides)
     p = sub.add_parser("parse", help="parse one verl JSONL log")
     p.add_argument("path")

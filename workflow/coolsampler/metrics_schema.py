@@ -31,7 +31,9 @@ COLUMNS: dict[str, tuple[str, str, tuple[str, ...]]] = {
         "learner-sampler KL per token, mean(log q - log pi)",
         ("rollout_corr/kl", "actor/rollout_corr/kl"),
     ),
-    "entropy": ("float64", "learner entropy per token", ("actor/entropy",)),
+    # verl logs actor/entropy from its old-log-prob pass; in bypass mode (μ-GRPO) that pass is skipped and
+    # the actor update's entropy (actor/entropy_loss: the same token-mean, of the policy being updated) stands in
+    "entropy": ("float64", "learner entropy per token", ("actor/entropy", "actor/entropy_loss")),
     "clip_frac": ("float64", "fraction of responses at the length limit", ("response_length/clip_ratio",)),
     "reward": ("float64", "mean training reward", ("critic/score/mean",)),
     "grad_norm": ("float64", "actor gradient norm", ("actor/grad_norm",)),

@@ -11,7 +11,8 @@ import importlib.util
 from dataclasses import dataclass
 from typing import Any
 
-from coolsampler.settings import MODELS, PAPER_RECIPE, TASKS
+from coolsampler.platform import PLATFORMS, get_platform
+from coolsampler.settings import MODELS, PAPER_RECIPE, TASKS, checkpoint_interval
 from coolsampler.study import Run
 
 
@@ -33,7 +34,8 @@ def recipe_for(run: Run, study_recipe: dict[str, Any] | None = None) -> dict[str
         "max_prompt_length": task.max_prompt_length,
         "max_response_length": task.max_response_length,
         "val_samples": -1,
-        "save_every": -1,
+        # a preempted or stalled run loses at most ~30 min (paper step times, coolsampler.settings)
+        "save_every": checkpoint_interval(run.model, run.task),
         "deterministic": False,
     }
     recipe.update(study_recipe or {})
@@ -120,8 +122,10 @@ def verl_overrides(
         "trainer.test_freq": run.val_every,
         "trainer.val_before_train": True,
         "trainer.save_freq": r["save_every"] or -1,
-        "trainer.max_actor_ckpt_to_keep": 2,  # a resume needs the last one; a 7B checkpoint is large
+        "trainer.max_actor_ckpt_to_keep": 1,  # a resume needs the last one; a 7B checkpoint is ~90 GB
         "actor_rollout_ref.rollout.full_determinism": bool(r["deterministic"]),
+        # vLLM's sampling seed (per replica: seed + rank); a `rerun` replicate draws its own samples
+        "actor_rollout_ref.rollout.seed": run.sampling_seed,
         "trainer.default_local_dir": f"{paths.out_dir}/checkpoints",
         "trainer.project_name": experiment,
         "trainer.experiment_name": run.key.replace("/", "__"),
@@ -144,81 +148,39 @@ def verl_overrides(
         o["algorithm.rollout_correction.rollout_is"] = None
         o["algorithm.rollout_correction.bypass_mode"] = True  # old log-prob := the sampler's
         o["actor_rollout_ref.actor.policy_loss.loss_mode"] = "mu_grpo"
-    # platform
-    if platform == "cpu":
-        o.update(cpu_overrides())
-        # one micro-batch per step (a tiny model): verl needs the batch divisible by it
-        for k in (
-            "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu",
-            "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu",
-            "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu",
-        ):
-            o[k] = prompts * n
-    elif platform == "gpu":
-        gpus = PAPER_RECIPE["gpus_per_run"]
-        micro = max(1, prompts * n // gpus // 4)
-        o.update(
-            {
-                "trainer.device": "cuda",
-                "trainer.n_gpus_per_node": gpus,
-                "trainer.nnodes": 1,
-                "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu": micro,
-                "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu": micro,
-                "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu": micro,
-                "actor_rollout_ref.rollout.tensor_model_parallel_size": 1
-                if MODELS[run.model].params == "1.5B"
-                else 2,
-                "actor_rollout_ref.rollout.gpu_memory_utilization": 0.5,
-                "actor_rollout_ref.model.enable_gradient_checkpointing": True,
-                "actor_rollout_ref.model.use_remove_padding": True,
-            }
-        )
-    else:
-        raise ValueError(f"platform {platform!r}: allowed cpu, gpu")
+    # the paper's 4-GPU setting; other platforms substitute a named set of these (coolsampler.platform)
+    o.update(
+        {
+            "trainer.device": "cuda",
+            "trainer.n_gpus_per_node": PLATFORMS["gpu"].gpus_per_run,
+            "trainer.nnodes": 1,
+            "actor_rollout_ref.actor.strategy": "fsdp2",
+            "actor_rollout_ref.rollout.tensor_model_parallel_size": MODELS[run.model].tensor_parallel,
+            "actor_rollout_ref.rollout.gpu_memory_utilization": 0.5,
+            "actor_rollout_ref.model.enable_gradient_checkpointing": True,
+            **ATTENTION,
+        }
+    )
+    plat = get_platform(platform)
+    o = plat.apply(o, micro_batch=plat.micro_batch(prompts, n))
     return [f"{k}={_fmt(v)}" for k, v in o.items()]
 
 
-_FP32 = {"param_dtype": "fp32", "reduce_dtype": "fp32", "buffer_dtype": "fp32"}
+# Attention: sdpa with padded batches on every platform (the image installs no flash-attn package;
+# see containers/install.sh). verl's default, flash_attention_2 with use_remove_padding, needs the
+# flash_attn package, which neither verl[verl-core] nor vLLM's wheel brings.
+ATTENTION: dict[str, Any] = {
+    "+actor_rollout_ref.model.override_config.attn_implementation": "sdpa",
+    "actor_rollout_ref.model.use_remove_padding": False,
+}
 
 
 def cpu_overrides() -> dict[str, Any]:
-    """The CPU stack's settings (../shared/notes/cpu-stack.md), each with the reason it is needed."""
-    ext = "coolsampler.worker.vllm_cpu_ext.CpuReloadWorkerExtension"
-    return {
-        "trainer.device": "cpu",
-        "trainer.n_gpus_per_node": 1,  # one fake "GPU" bundle: verl's resource pool counts GPUs
-        "trainer.nnodes": 1,
-        "+ray_kwargs.ray_init.num_cpus": 16,  # Ray actors reserve CPUs; 2 real cores are not enough
-        "+ray_kwargs.ray_init.num_gpus": 1,
-        "+ray_kwargs.ray_init.include_dashboard": False,
-        # its default 8 storage actors cannot be placed on a small machine: a silent hang
-        "transfer_queue.backend.SimpleStorage.num_data_storage_units": 1,
-        "data.dataloader_num_workers": 0,
-        # 8 agent-loop and 8 reward workers each import torch+verl: on 2 cores that is most of the
-        # start-up, and one of each serves a tiny model's batch just as fast
-        "actor_rollout_ref.rollout.agent.num_workers": 1,
-        "reward.num_workers": 1,
-        "actor_rollout_ref.actor.strategy": "fsdp2",
-        "actor_rollout_ref.actor.use_torch_compile": False,
-        "actor_rollout_ref.model.use_remove_padding": False,  # flash-attn varlen only
-        "actor_rollout_ref.model.enable_gradient_checkpointing": False,
-        "+actor_rollout_ref.model.override_config.attn_implementation": "sdpa",
-        # fp32 throughout: the learner's log-probs must match the sampler's fp32 ones to 1e-4
-        # (verl's FSDP default computes in bf16, ~1e-2 off)
-        "+actor_rollout_ref.actor.fsdp_config.mixed_precision": _FP32,
-        "+actor_rollout_ref.ref.fsdp_config.mixed_precision": _FP32,
-        "actor_rollout_ref.actor.fsdp_config.param_offload": False,
-        "actor_rollout_ref.actor.fsdp_config.optimizer_offload": False,
-        "actor_rollout_ref.ref.fsdp_config.param_offload": False,
-        "actor_rollout_ref.rollout.tensor_model_parallel_size": 1,
-        "actor_rollout_ref.rollout.dtype": "float32",
-        "actor_rollout_ref.rollout.enforce_eager": True,  # torch.compile start-up costs more than it saves here
-        "actor_rollout_ref.rollout.free_cache_engine": False,  # vLLM sleep mode is unsupported on CPU
-        "+actor_rollout_ref.rollout.enable_sleep_mode": False,
-        "actor_rollout_ref.rollout.gpu_memory_utilization": 0.5,
-        "actor_rollout_ref.rollout.max_num_batched_tokens": 4096,
-        "+actor_rollout_ref.rollout.engine_kwargs.vllm.worker_extension_cls": ext,
-    }
+    """The CPU platform's substitutions, flat (kept for callers that print or test them)."""
+    out: dict[str, Any] = {}
+    for items in get_platform("cpu").substitution_groups().values():
+        out.update(items)
+    return out
 
 
 def _module_file(module: str) -> str:

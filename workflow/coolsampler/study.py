@@ -28,7 +28,7 @@ from typing import Any
 
 import yaml
 
-from coolsampler.settings import CORRECTIONS, MODELS, REPLICATES, TASKS
+from coolsampler.settings import CORRECTIONS, MODELS, REPLICATES, RERUN_SEED_OFFSET, SAMPLING_SEED, TASKS
 
 # --------------------------------------------------------------------------------------------------
 # Sampler temperature: a number, a schedule or a controller.
@@ -153,6 +153,11 @@ class Run:
         return f"{self.model}/{self.task}/{name}"
 
     @property
+    def sampling_seed(self) -> int:
+        """vLLM's sampling seed: a ``rerun`` replicate draws its own samples (coolsampler.settings)."""
+        return SAMPLING_SEED + (RERUN_SEED_OFFSET if self.replicate == "rerun" else 0)
+
+    @property
     def learner_temperature(self) -> float:
         """The temperature of the actor, old-policy and reference passes."""
         return self.Tb.initial if self.Tl == "tied" else float(self.Tl)
@@ -170,6 +175,7 @@ class Run:
             "Tb_initial": self.Tb.initial,
             "Tl": self.Tl,
             "seed": self.seed,
+            "sampling_seed": self.sampling_seed,
             "steps": self.steps,
             "val_every": self.val_every,
             "replicate": self.replicate,

@@ -23,6 +23,37 @@ import pandas as pd
 VOCAB = ["<pad>", "<s>", "</s>", *"0123456789", "+", "=", " ", "\n", "<|im_end|>"]
 DATA_SOURCE = "arith"
 
+# The rehearsal's world (coolsampler.rehearsal): the same sums, answered in either paper task's format,
+# so that the GSM8K (`#### n`) and MATH (`\boxed{n}`) reward routes both score real answers.
+REHEARSAL_VOCAB = [*VOCAB, *"#\\boxed{}"]
+REHEARSAL_SOURCES = {  # task -> split stem -> data_source (as coolsampler.data writes them)
+    "gsm8k": {"train": "openai/gsm8k", "test": "openai/gsm8k"},
+    "math": {"train_l3-5": "DigitalLearningGmbH/MATH-lighteval", "math500": "HuggingFaceH4/MATH-500"},
+}
+
+
+def rehearsal_answer(answer: str, rng: random.Random) -> str:
+    """A sum's answer in one of the two paper formats, drawn at random (the model learns both)."""
+    return f"#### {answer}" if rng.random() < 0.5 else f"\\boxed{{{answer}}}"
+
+
+def rehearsal_correct(text: str, answer: str) -> bool:
+    return text.strip() in (f"#### {answer}", f"\\boxed{{{answer}}}")
+
+
+def write_rehearsal_task(
+    out_dir: str | Path, task: str, *, seed: int = 0, only: str | None = None
+) -> dict[str, Path]:
+    """Toy sums as ``task``'s verl parquet: its split stems, its data_source, the number as ground truth.
+    ``only``: write that split alone (the same rows as when both are written)."""
+    stems = list(REHEARSAL_SOURCES[task])
+    paths = write_task(out_dir, n_train=2000, n_test=64, seed=seed, names=(stems[1], stems[0]), only=only)
+    for stem, path in paths.items():
+        df = pd.read_parquet(path)
+        df["data_source"] = REHEARSAL_SOURCES[task][stem]
+        df.to_parquet(path)
+    return paths
+
 
 def make_problem(rng: random.Random, digits: int = 2) -> tuple[str, str]:
     a, b = rng.randrange(10**digits), rng.randrange(10**digits)
@@ -30,15 +61,22 @@ def make_problem(rng: random.Random, digits: int = 2) -> tuple[str, str]:
 
 
 def write_task(
-    out_dir: str | Path, *, n_train: int = 8000, n_test: int = 128, seed: int = 0
+    out_dir: str | Path,
+    *,
+    n_train: int = 8000,
+    n_test: int = 128,
+    seed: int = 0,
+    names: tuple[str, str] = ("test", "train"),
+    only: str | None = None,
 ) -> dict[str, Path]:
-    """verl-format parquet (prompt as a one-message chat; ground truth in reward_model)."""
+    """verl-format parquet (prompt as a one-message chat; ground truth in reward_model); ``names`` are
+    the file stems of the (held-out, training) splits."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     rng = random.Random(seed)
     seen: set[str] = set()
     paths = {}
-    for split, n in (("test", n_test), ("train", n_train)):
+    for split, n in ((names[0], n_test), (names[1], n_train)):
         rows = []
         while len(rows) < n:
             q, a = make_problem(rng)
@@ -54,12 +92,13 @@ def write_task(
                     "extra_info": {"split": split, "index": len(rows)},
                 }
             )
-        paths[split] = out / f"{split}.parquet"
-        pd.DataFrame(rows).to_parquet(paths[split])
+        if only is None or split == only:
+            paths[split] = out / f"{split}.parquet"
+            pd.DataFrame(rows).to_parquet(paths[split])
     return paths
 
 
-def build_tokenizer(out_dir: str | Path):
+def build_tokenizer(out_dir: str | Path, vocab: list[str] = VOCAB):
     """A byte-level BPE tokenizer with one token per character and no merges.
 
     It is a real ``Qwen2Tokenizer``: transformers reloads any tokenizer next to a qwen2 config as
@@ -69,7 +108,7 @@ def build_tokenizer(out_dir: str | Path):
     from transformers import Qwen2Tokenizer
 
     byte_level = {" ": "Ġ", "\n": "Ċ"}
-    vocab = {byte_level.get(tok, tok): i for i, tok in enumerate(VOCAB)}
+    vocab = {byte_level.get(tok, tok): i for i, tok in enumerate(vocab)}
     tok = Qwen2Tokenizer(vocab=vocab, merges=[], unk_token=None, bos_token="<s>", eos_token="</s>", pad_token="<pad>")
     tok.add_special_tokens({"additional_special_tokens": ["<|im_end|>"]})
     # verl applies the chat template to every prompt: the toy one is just the user text.
@@ -78,13 +117,13 @@ def build_tokenizer(out_dir: str | Path):
     return tok
 
 
-def build_model(out_dir: str | Path, *, seed: int = 0):
+def build_model(out_dir: str | Path, *, seed: int = 0, vocab_size: int = len(VOCAB)):
     import torch
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
     torch.manual_seed(seed)
     cfg = Qwen2Config(
-        vocab_size=len(VOCAB),
+        vocab_size=vocab_size,
         hidden_size=64,
         intermediate_size=192,
         num_hidden_layers=3,
@@ -110,8 +149,11 @@ def sft_warm_start(
     target_acc: float = 0.5,
     seed: int = 0,
     log=print,
+    rehearsal: bool = False,
 ) -> dict:
     """Create tokenizer + model, train on the task to about ``target_acc`` greedy accuracy, save.
+
+    ``rehearsal``: the rehearsal's model (REHEARSAL_VOCAB; answers in either paper format).
 
     Stops early at ``target_acc``: the paper starts RL from a model that already solves part of
     the task, and GRPO needs groups with mixed outcomes to learn anything.
@@ -120,8 +162,10 @@ def sft_warm_start(
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    tok = build_tokenizer(out)
-    model = build_model(out, seed=seed)
+    vocab = REHEARSAL_VOCAB if rehearsal else VOCAB
+    tok = build_tokenizer(out, vocab)
+    model = build_model(out, seed=seed, vocab_size=len(vocab))
+    fmt_rng = random.Random(seed + 2)
     rng = random.Random(seed + 1)
     eos = tok.eos_token_id
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
@@ -133,7 +177,7 @@ def sft_warm_start(
         seqs, masks = [], []
         for _ in range(batch):
             q, a = make_problem(rng)
-            qi, ai = tok.encode(q), [*tok.encode(a), eos]
+            qi, ai = tok.encode(q), [*tok.encode(rehearsal_answer(a, fmt_rng) if rehearsal else a), eos]
             seqs.append(qi + ai)
             masks.append([0] * len(qi) + [1] * len(ai))
         width = max(map(len, seqs))
@@ -148,7 +192,7 @@ def sft_warm_start(
         loss.backward()
         opt.step()
         if step % 25 == 0 or step == steps:
-            acc = greedy_accuracy(model, tok, test)
+            acc = greedy_accuracy(model, tok, test, max_new=12 if rehearsal else 6, rehearsal=rehearsal)
             history.append({"step": step, "loss": float(loss.detach()), "acc": acc})
             log(
                 f"sft step {step}/{steps} loss {loss.item():.3f} greedy acc {acc:.3f} ({time.time() - t0:.0f}s)"
@@ -166,7 +210,9 @@ def sft_warm_start(
     return info
 
 
-def greedy_accuracy(model, tok, problems: list[tuple[str, str]], max_new: int = 6) -> float:
+def greedy_accuracy(
+    model, tok, problems: list[tuple[str, str]], max_new: int = 6, rehearsal: bool = False
+) -> float:
     import torch
 
     model.eval()
@@ -186,7 +232,7 @@ def greedy_accuracy(model, tok, problems: list[tuple[str, str]], max_new: int = 
         )
         for (_, a), row in zip(problems, out[:, ids.shape[1] :].tolist(), strict=True):
             text = tok.decode([t for t in row if t not in (0, 2)] if 2 not in row else row[: row.index(2)])
-            correct += text.replace(" ", "") == a
+            correct += rehearsal_correct(text, a) if rehearsal else text.replace(" ", "") == a
     model.train()
     return correct / len(problems)
 

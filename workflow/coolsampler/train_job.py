@@ -25,8 +25,9 @@ from coolsampler.container import (  # issue 6: training inside the image
     training_prefix,
     verl_version_in,
 )
-from coolsampler.launch import TrainingFailed, cpu_env, run_verl
+from coolsampler.launch import TrainingFailed, run_verl
 from coolsampler.overrides import RunPaths, recipe_for, verl_overrides
+from coolsampler.platform import get_platform
 from coolsampler.study import Run
 
 
@@ -81,7 +82,8 @@ def train(
     container: ContainerSpec | None = None,
     image_digest: str | None = None,
 ) -> None:
-    env = cpu_env() if platform == "cpu" else {}
+    # the platform's environment: worker modules (the μ-GRPO loss) on every platform, CPU settings on cpu
+    env = get_platform(platform).env()
     # issue 6: inside the image when the study says so; the prefix runs the recorded image digest
     prefix, name, probe = None, None, None
     if container is not None and container.enabled:
@@ -160,13 +162,7 @@ def train_from_snakemake(smk: Any) -> None:
     # as an exception it unwinds through run_verl, whose `finally` kills the session by id.
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     run: Run = smk.params.run
-    out = Path(smk.output.jsonl).parent
-    paths = RunPaths(
-        model=str(Path(smk.params.model).resolve()) if Path(smk.params.model).exists() else smk.params.model,
-        train=str(Path(smk.input.train).resolve()),
-        val=str(Path(smk.input.val).resolve()),
-        out_dir=str(out.resolve()),
-    )
+    paths: RunPaths = smk.params.paths  # coolsampler.paths.run_paths: absolute, as verl needs them
     log = Path(smk.log[0])  # appended to: a resumed run keeps the story of its earlier attempts
     try:
         train(

@@ -7,17 +7,17 @@ rule figure:
         unpack(target_inputs),
     output:
         pdf=report(
-            f"{R}/{{target}}.pdf", category="Figures", labels={"figure": "{target}"}
+            "{root}/{target}.pdf", category="Figures", labels={"figure": "{target}"}
         ),
-        png=f"{R}/{{target}}.png",
+        png="{root}/{target}.png",
     log:
-        f"{R}/logs/figure/{{target}}.log",
+        "{root}/logs/figure/{target}.log",
     wildcard_constraints:
         target="fig[1-8]",
     localrule: True
     params:
         target=lambda wc: wc.target,
-        study=STUDY.name,
+        study=lambda wc: root_of(wc).study.name,
         panels=target_panels,
     script:
         "../scripts/figure.py"
@@ -28,18 +28,34 @@ rule table:
         unpack(target_inputs),
     output:
         csv=report(
-            f"{R}/{{target}}.csv", category="Tables", labels={"table": "{target}"}
+            "{root}/{target}.csv", category="Tables", labels={"table": "{target}"}
         ),
-        tex=f"{R}/{{target}}.tex",
-        md=f"{R}/{{target}}.md",
+        tex="{root}/{target}.tex",
+        md="{root}/{target}.md",
     log:
-        f"{R}/logs/table/{{target}}.log",
+        "{root}/logs/table/{target}.log",
     wildcard_constraints:
         target="table[1-4]",
     localrule: True
     params:
         target=lambda wc: wc.target,
-        study=STUDY.name,
+        study=lambda wc: root_of(wc).study.name,
         panels=target_panels,
     script:
         "../scripts/table.py"
+
+
+# The study's rehearsal: every arm trained for a few steps on the CPU stack, parsed, and every figure and
+# table drawn from those logs (coolsampler.rehearsal). Fails naming the arm that did not train, parse or draw.
+rule rehearsal:
+    input:
+        unpack(rehearsal_inputs),
+    output:
+        summary=f"{R}/rehearsal/rehearsal.md",
+    log:
+        f"{R}/rehearsal/logs/rehearsal.log",
+    localrule: True
+    params:
+        arms=rehearsal_arms,
+    script:
+        "../scripts/rehearsal_summary.py"

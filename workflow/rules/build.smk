@@ -9,7 +9,7 @@ rule verl_wheel:
     output:
         VERL_WHEEL,
     log:
-        f"{S}/build/logs/verl_wheel.log",
+        f"{LAYOUT.build}/logs/verl_wheel.log",
     localrule: True
     params:
         python=sys.executable,
@@ -34,7 +34,7 @@ if CONTAINER.enabled:
             digest=IMAGE_DIGEST,
             sif=[CONTAINER.image] if CONTAINER.engine == "apptainer" else [],
         log:
-            f"{S}/build/logs/image.log",
+            f"{LAYOUT.build}/logs/image.log",
         localrule: True
         params:
             engine=CONTAINER.engine,
@@ -52,7 +52,7 @@ else:
         output:
             IMAGE_DIGEST,
         log:
-            f"{S}/build/logs/image.log",
+            f"{LAYOUT.build}/logs/image.log",
         localrule: True
         run:
             raise WorkflowError(

@@ -1,57 +1,64 @@
-# Helpers shared by the rules: run lookup by key, inputs of a run, outputs of the study.
-from coolsampler.settings import MODELS, TASKS
-from coolsampler.study import parse_key
+# Helpers shared by the rules: which study a result root belongs to, a run's inputs, the study's
+# outputs. The path scheme itself is coolsampler.paths; the platform (environment, overrides,
+# resources, container use) is coolsampler.platform; the rehearsal is coolsampler.rehearsal.
+import re
+import subprocess
+import sys
+from dataclasses import dataclass
+
+from coolsampler.paths import Layout, REHEARSAL_MODEL, run_paths
+from coolsampler.platform import Platform, get_platform
+from coolsampler.rehearsal import arm_label, rehearsal_study
+from coolsampler.study import Study
+
+LAYOUT = Layout.from_config(config, R)
+DATA = LAYOUT.data
+
+
+@dataclass(frozen=True)
+class Root:
+    """One result root of this DAG: the study (R) or its rehearsal (R/rehearsal)."""
+
+    study: Study
+    platform: Platform
+    layout: Layout
+
+
+ROOTS = {R: Root(STUDY, get_platform(PLATFORM), LAYOUT)}
+if PLATFORM != "cpu":
+    # The study's rehearsal (coolsampler.rehearsal): every arm, a few steps, on the cpu platform.
+    _RL = LAYOUT.rehearsal_layout()
+    ROOTS[_RL.results] = Root(rehearsal_study(STUDY, _RL.results), get_platform("cpu"), _RL)
+REHEARSAL_ROOT = next((r for r, x in ROOTS.items() if x.layout.rehearsal), None)
+ROOT_RE = "|".join(re.escape(r) for r in ROOTS)
+
+
+def root_of(wildcards):
+    return ROOTS[wildcards.root]
 
 
 def run_of(wildcards):
-    """The study's run for a {key} wildcard; a key the study does not list is an error."""
-    runs = STUDY.by_key()
+    """The run for a {root}/{key}; a key the study does not list is an error."""
+    root = root_of(wildcards)
+    runs = root.study.by_key()
     if wildcards.key not in runs:
-        raise WorkflowError(f"run {wildcards.key} is not in study {STUDY.name}")
+        raise WorkflowError(f"run {wildcards.key} is not in study {root.study.name}")
     return runs[wildcards.key]
 
 
-def run_dir(run):
-    return f"{R}/runs/{run.key}"
-
-
-def model_input(run):
-    """Local model directory (generated toy model) or nothing (a hub id, fetched by verl)."""
-    if MODELS[run.model].source == "generated":
-        return f"{S}/models/{run.model}/model.safetensors"
-    return []
-
-
-def model_path(run):
-    src = MODELS[run.model].source
-    return f"{S}/models/{run.model}" if src == "generated" else src
-
-
-def data_files(run):
-    task = TASKS[run.task]
-    return {
-        "train": f"{S}/data/{run.task}/{task.train}.parquet",
-        "val": f"{S}/data/{run.task}/{task.val}.parquet",
-    }
-
-
-def study_targets():
-    """Every figure and table the study defines."""
+def study_targets(root=R):
+    """Every figure and table a root's study defines."""
+    x = ROOTS[root]
     out = []
-    for target in STUDY.figures:
-        if target.startswith("fig"):
-            out += [f"{R}/{target}.pdf", f"{R}/{target}.png"]
-        else:
-            out += [f"{R}/{target}.csv", f"{R}/{target}.tex", f"{R}/{target}.md"]
+    for target in x.study.figures:
+        exts = ("pdf", "png") if target.startswith("fig") else ("csv", "tex", "md")
+        out += [x.layout.target(target, ext) for ext in exts]
     return out
 
 
 # ---- patched verl wheel (rule verl_wheel) --------------------------------------------------
 # Editing a patch changes the wheel's name (its local version holds the patch hash), and with it every
 # training job that depends on the wheel.
-import subprocess
-import sys
-
 VERL_LOCAL_VERSION = subprocess.run(
     [
         sys.executable,
@@ -62,23 +69,23 @@ VERL_LOCAL_VERSION = subprocess.run(
     capture_output=True,
     text=True,
 ).stdout.strip()
-VERL_WHEEL = f"{S}/build/verl-{VERL_LOCAL_VERSION}-py3-none-any.whl"
+VERL_WHEEL = f"{LAYOUT.build}/verl-{VERL_LOCAL_VERSION}-py3-none-any.whl"
 
 
 # ---- training image (rule image) ------------------------------------------------------------
 # Issue 6: the training image (containers/Dockerfile or containers/coolsampler.def), built from the
 # patched wheel and the package, and its digest in results/build/image.digest. Config:
 #     container: {engine: docker|apptainer|none, image: <docker tag | .sif path>}
-# Under the gpu platform with an engine, every training job runs in the image (rule train) and
-# records this digest in its run.yaml; the cpu platform (smoke study) never uses it. A local rule:
-# building needs the network and, for Apptainer, usually a login node that allows it.
+# A platform that uses the container (gpu) with an engine trains every run in the image (rule train)
+# and records this digest in its run.yaml; the cpu platform (smoke study, rehearsal) never uses it. A
+# local rule: building needs the network and, for Apptainer, usually a login node that allows it.
 from coolsampler.container import ContainerError, ContainerSpec
 
 try:
     CONTAINER = ContainerSpec.from_config(config)
 except ContainerError as err:
     raise WorkflowError(f"invalid study config: {err}") from None
-IMAGE_DIGEST = f"{S}/build/image.digest"
+IMAGE_DIGEST = f"{LAYOUT.build}/image.digest"
 # What the image installs that training uses. Only the training side of the package: editing the
 # analysis code must not rebuild the image and with it retrain every run.
 IMAGE_SOURCES = [
@@ -94,25 +101,40 @@ IMAGE_SOURCES = [
 ]
 
 
-def container_inputs():
-    """The image digest a training job depends on: gpu platform with an engine only."""
-    return {"image": IMAGE_DIGEST} if CONTAINER.enabled and PLATFORM == "gpu" else {}
+def in_container(platform):
+    return CONTAINER.enabled and platform.uses_container
 
 
-def container_params():
+def container_params(wildcards):
     """What train_job needs to build the container prefix ({} = run verl directly)."""
-    return CONTAINER.as_dict() if CONTAINER.enabled and PLATFORM == "gpu" else {}
+    return CONTAINER.as_dict() if in_container(root_of(wildcards).platform) else {}
 
 
 # ---- training (rules train, parse) ----------------------------------------------------------
 def train_inputs(wildcards):
-    run = run_of(wildcards)
-    # issue 6: + the image digest when training runs in the container (build.smk: container_inputs)
-    inputs = {"wheel": VERL_WHEEL, **data_files(run), **container_inputs()}
-    model = model_input(run)
-    if model:
-        inputs["model"] = model
+    root, run = root_of(wildcards), run_of(wildcards)
+    inputs = {"wheel": VERL_WHEEL, **root.layout.data_files(run.task)}
+    if in_container(root.platform):
+        inputs["image"] = IMAGE_DIGEST
+    weights = root.layout.model_weights(run.model)
+    if weights:
+        inputs["model"] = weights
     return inputs
+
+
+def train_paths(wildcards):
+    """The absolute paths verl gets (coolsampler.paths.run_paths)."""
+    return run_paths(root_of(wildcards).layout, run_of(wildcards))
+
+
+def platform_attr(name):
+    """A resource of the root's platform, as a Snakemake callable (coolsampler.platform)."""
+    return lambda wildcards: getattr(root_of(wildcards).platform, name)
+
+
+def train_limit(name):
+    """The watchdog's limits: the study config's timeout_min/stall_min, else the platform's."""
+    return lambda wildcards: config.get(name, getattr(root_of(wildcards).platform, name))
 
 
 # ---- figures and tables (rules figure, table) ----------------------------------------------
@@ -124,35 +146,60 @@ ANALYSIS_CODE = [
 ]
 
 
-def target_runs(target):
+def target_runs(wildcards):
     """Panel -> runs of the study that the target shows (selected by settings)."""
-    if target not in STUDY.figures:
+    study = root_of(wildcards).study
+    if wildcards.target not in study.figures:
         raise WorkflowError(
-            f"study {STUDY.name} defines no {target} (add it under figures:)"
+            f"study {study.name} defines no {wildcards.target} (add it under figures:)"
         )
-    return {panel: STUDY.select(filt) for panel, filt in STUDY.figures[target].items()}
+    return {
+        panel: study.select(filt)
+        for panel, filt in study.figures[wildcards.target].items()
+    }
 
 
 def target_inputs(wildcards):
-    keys = sorted(
-        {r.key for runs in target_runs(wildcards.target).values() for r in runs}
-    )
+    layout = root_of(wildcards).layout
+    keys = sorted({r.key for runs in target_runs(wildcards).values() for r in runs})
     return {
-        "metrics": [f"{R}/runs/{k}/metrics.parquet" for k in keys],
-        "status": [f"{R}/runs/{k}/status.json" for k in keys],
+        "metrics": [layout.run_file(k, "metrics.parquet") for k in keys],
+        "status": [layout.run_file(k, "status.json") for k in keys],
         "code": ANALYSIS_CODE,
     }
 
 
 def target_panels(wildcards):
+    layout = root_of(wildcards).layout
     return {
         panel: [
             {
                 "settings": r.settings(),
-                "metrics": f"{R}/runs/{r.key}/metrics.parquet",
-                "status": f"{R}/runs/{r.key}/status.json",
+                "metrics": layout.run_file(r.key, "metrics.parquet"),
+                "status": layout.run_file(r.key, "status.json"),
             }
             for r in runs
         ]
-        for panel, runs in target_runs(wildcards.target).items()
+        for panel, runs in target_runs(wildcards).items()
     }
+
+
+# ---- the rehearsal (rule rehearsal) ---------------------------------------------------------
+def rehearsal_inputs(wildcards):
+    if REHEARSAL_ROOT is None:
+        raise WorkflowError(
+            f"study {STUDY.name} runs on the {PLATFORM} platform: it is its own rehearsal (no `rehearsal` target)"
+        )
+    x = ROOTS[REHEARSAL_ROOT]
+    return {
+        "status": [x.layout.run_file(r.key, "status.json") for r in x.study.runs],
+        "targets": study_targets(REHEARSAL_ROOT),
+    }
+
+
+def rehearsal_arms(wildcards):
+    x = ROOTS[REHEARSAL_ROOT]
+    return [
+        {"key": r.key, "arm": arm_label(r), "dir": x.layout.run_dir(r.key)}
+        for r in x.study.runs
+    ]

@@ -1,12 +1,14 @@
-# The smoke study's world (coolsampler.toy): synthetic addition data and a tiny warm-started Qwen2.
+# Generated worlds (coolsampler.toy): the smoke study's synthetic addition data and tiny warm-started
+# Qwen2; the rehearsal's model (the same sums answered in GSM8K's and MATH's formats) and its data in
+# each paper task's file layout and data_source. Paths: coolsampler.paths.
 
 
 rule toy_data:
     output:
-        train=f"{S}/data/arith/train.parquet",
-        val=f"{S}/data/arith/test.parquet",
+        train=LAYOUT.task_data("arith", "train"),
+        val=LAYOUT.task_data("arith", "test"),
     log:
-        f"{S}/data/logs/toy_data.log",
+        f"{DATA}/logs/toy_data.log",
     params:
         seed=0,
     script:
@@ -15,15 +17,47 @@ rule toy_data:
 
 rule toy_model:
     output:
-        f"{S}/models/toy-qwen2/model.safetensors",
+        f"{LAYOUT.model_dir('toy-qwen2')}/model.safetensors",
     log:
-        f"{S}/models/logs/toy_model.log",
+        f"{LAYOUT.shared}/models/logs/toy_model.log",
     benchmark:
-        f"{S}/models/logs/toy_model.benchmark.tsv"
+        f"{LAYOUT.shared}/models/logs/toy_model.benchmark.tsv"
     threads: 2
     params:
         out=lambda wildcards, output: Path(output[0]).parent,
         target_acc=0.5,
         max_steps=1500,
+        rehearsal=False,
     script:
         "../scripts/toy_model.py"
+
+
+rule rehearsal_model:
+    output:
+        f"{LAYOUT.model_dir(REHEARSAL_MODEL)}/model.safetensors",
+    log:
+        f"{LAYOUT.shared}/models/logs/rehearsal_model.log",
+    benchmark:
+        f"{LAYOUT.shared}/models/logs/rehearsal_model.benchmark.tsv"
+    threads: 2
+    params:
+        out=lambda wildcards, output: Path(output[0]).parent,
+        target_acc=0.3,
+        max_steps=1500,
+        rehearsal=True,
+    script:
+        "../scripts/toy_model.py"
+
+
+rule rehearsal_data:
+    output:
+        f"{DATA}/rehearsal/{{task}}/{{split}}.parquet",
+    log:
+        f"{DATA}/logs/rehearsal_data/{{task}}/{{split}}.log",
+    wildcard_constraints:
+        task="gsm8k|math",
+    params:
+        task=lambda wc: wc.task,
+        seed=0,
+    script:
+        "../scripts/rehearsal_data.py"

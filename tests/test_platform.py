@@ -1,0 +1,120 @@
+"""The one platform definition: the CPU platform is the GPU platform with a named set of substitutions;
+every loss a run names is registered on every platform; every paper run checkpoints; a re-run draws
+its own samples; `coolsampler overrides --env` prints the job's environment."""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+
+import pytest
+
+from coolsampler.cli import main as cli_main
+from coolsampler.container import ContainerSpec, training_prefix
+from coolsampler.overrides import RunPaths, verl_overrides
+from coolsampler.platform import CPU_SUBSTITUTIONS, MICRO_BATCH_KEYS, PLATFORMS, get_platform
+from coolsampler.settings import CHECKPOINT_EVERY_S, step_seconds
+from coolsampler.study import load_study
+
+REPO = Path(__file__).resolve().parents[1]
+PAPER = load_study(REPO / "config/paper.yaml")
+PATHS = RunPaths(model="m", train="t.parquet", val="v.parquet", out_dir="/runs/x")
+
+
+def as_dict(overrides: list[str]) -> dict[str, str]:
+    return dict(o.split("=", 1) for o in overrides)
+
+
+@pytest.mark.parametrize("run", PAPER.runs, ids=lambda r: r.key)
+def test_cpu_differs_from_gpu_only_by_the_named_substitutions(run):
+    gpu = as_dict(verl_overrides(run, PATHS, platform="gpu"))
+    cpu = as_dict(verl_overrides(run, PATHS, platform="cpu"))
+    named = {k for group in CPU_SUBSTITUTIONS.values() for k in group} | set(MICRO_BATCH_KEYS)
+    differ = {k for k in gpu.keys() | cpu.keys() if gpu.get(k) != cpu.get(k)}
+    assert differ <= named, sorted(differ - named)
+    assert set(CPU_SUBSTITUTIONS) == {"device", "precision", "engine", "process counts"}
+
+
+def test_unknown_platform_is_refused():
+    with pytest.raises(ValueError, match="platform 'tpu': allowed gpu, cpu"):
+        get_platform("tpu")
+
+
+@pytest.mark.parametrize("platform", list(PLATFORMS))
+def test_every_loss_a_paper_run_names_is_registered_by_the_platform_env(platform, monkeypatch):
+    """verl imports VERL_USE_EXTERNAL_MODULES in its driver and every worker; after importing exactly
+    those modules, verl's own registry must resolve every loss mode a paper run's overrides name."""
+    core_algos = pytest.importorskip("verl.trainer.ppo.core_algos")
+    env = get_platform(platform).env()
+    modes = {
+        as_dict(verl_overrides(r, PATHS, platform=platform)).get(
+            "actor_rollout_ref.actor.policy_loss.loss_mode", "vanilla"
+        )
+        for r in PAPER.runs
+    }
+    assert "mu_grpo" in modes
+    for mod in env["VERL_USE_EXTERNAL_MODULES"].split(","):
+        if platform == "gpu" or mod != "coolsampler.worker.cpu_platform":
+            importlib.import_module(mod)
+    for mode in modes:
+        assert callable(core_algos.get_policy_loss_fn(mode)), mode
+
+
+def test_container_prefix_forwards_the_platform_env():
+    env = get_platform("gpu").env()
+    prefix = training_prefix(
+        ContainerSpec("docker", "coolsampler:paper"), "sha256:" + "0" * 64, workdir=REPO, extra_env=env
+    )
+    for name in env:
+        i = prefix.index(name)
+        assert prefix[i - 1] == "-e", name  # by name: docker copies the value run_verl sets
+
+
+@pytest.mark.parametrize("run", PAPER.runs, ids=lambda r: r.key)
+def test_every_paper_run_checkpoints_within_half_an_hour(run):
+    o = as_dict(verl_overrides(run, PATHS, platform="gpu"))
+    every = int(o["trainer.save_freq"])
+    assert every > 0
+    assert every * step_seconds(run.model, run.task) <= CHECKPOINT_EVERY_S
+    assert o["trainer.max_actor_ckpt_to_keep"] == "1"
+    assert o["trainer.resume_mode"] == "auto"
+
+
+def test_rerun_replicate_differs_from_its_twin_in_the_sampling_seed():
+    reruns = [r for r in PAPER.runs if r.replicate == "rerun"]
+    assert reruns
+    for rerun in reruns:
+        twin = next(
+            r for r in PAPER.runs if r.replicate is None and r.settings() | {"key": 0, "sampling_seed": 0, "replicate": 0}
+            == rerun.settings() | {"key": 0, "sampling_seed": 0, "replicate": 0}
+        )
+        a = as_dict(verl_overrides(rerun, PATHS, platform="gpu"))
+        b = as_dict(verl_overrides(twin, PATHS, platform="gpu"))
+        differ = {k for k in a if a[k] != b.get(k)}
+        assert differ == {"actor_rollout_ref.rollout.seed", "trainer.experiment_name"}, differ
+        assert rerun.settings()["sampling_seed"] != twin.settings()["sampling_seed"]
+
+
+def test_cli_env_prints_the_job_environment(capsys):
+    key = next(r.key for r in PAPER.runs if r.correction == "mu_grpo")
+    assert cli_main(["overrides", key, "--study", str(REPO / "config/paper.yaml"), "--platform", "gpu", "--env"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    env = dict(line.split("=", 1) for line in lines)
+    assert "coolsampler.worker.losses" in env["VERL_USE_EXTERNAL_MODULES"].split(",")
+    assert "VERL_PLATFORM" not in env  # the cpu platform's plugin only on cpu
+    assert cli_main(["overrides", key, "--study", str(REPO / "config/paper.yaml"), "--platform", "cpu", "--env"]) == 0
+    cpu = dict(line.split("=", 1) for line in capsys.readouterr().out.splitlines())
+    assert cpu["VERL_PLATFORM"] == "cpu"
+    assert cpu["VERL_USE_EXTERNAL_MODULES"].split(",")[1:] == env["VERL_USE_EXTERNAL_MODULES"].split(",")
+
+
+def test_data_dir_reaches_the_training_inputs_and_the_cli(tmp_path, capsys):
+    import yaml
+
+    study = yaml.safe_load((REPO / "config/paper.yaml").read_text())
+    study["data_dir"] = str(tmp_path / "elsewhere")
+    (tmp_path / "s.yaml").write_text(yaml.safe_dump(study))
+    key = PAPER.runs[0].key
+    assert cli_main(["overrides", key, "--study", str(tmp_path / "s.yaml"), "--platform", "gpu"]) == 0
+    o = as_dict(capsys.readouterr().out.splitlines())
+    assert o["data.train_files"] == str(tmp_path / "elsewhere/gsm8k/train.parquet")
