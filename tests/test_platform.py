@@ -83,11 +83,9 @@ def test_every_paper_run_checkpoints_within_half_an_hour(run):
 def test_rerun_replicate_differs_from_its_twin_in_the_sampling_seed():
     reruns = [r for r in PAPER.runs if r.replicate == "rerun"]
     assert reruns
+    same = {"key": 0, "sampling_seed": 0, "replicate": 0}
     for rerun in reruns:
-        twin = next(
-            r for r in PAPER.runs if r.replicate is None and r.settings() | {"key": 0, "sampling_seed": 0, "replicate": 0}
-            == rerun.settings() | {"key": 0, "sampling_seed": 0, "replicate": 0}
-        )
+        twin = next(r for r in PAPER.runs if r.replicate is None and r.settings() | same == rerun.settings() | same)
         a = as_dict(verl_overrides(rerun, PATHS, platform="gpu"))
         b = as_dict(verl_overrides(twin, PATHS, platform="gpu"))
         differ = {k for k in a if a[k] != b.get(k)}

@@ -45,8 +45,12 @@ def test_rehearsal_covers_every_arm_and_every_panel():
 def test_rehearsal_keeps_every_setting_but_steps_and_validation():
     by_key = PAPER.by_key()
     for r in REHEARSAL.runs:
-        paper = next(p for p in by_key.values() if p.settings() | {"steps": 0, "val_every": 0, "key": 0}
-                     == r.settings() | {"steps": 0, "val_every": 0, "key": 0})
+        paper = next(
+            p
+            for p in by_key.values()
+            if p.settings() | {"steps": 0, "val_every": 0, "key": 0}
+            == r.settings() | {"steps": 0, "val_every": 0, "key": 0}
+        )
         assert r.steps == (REHEARSAL_STEPS - 1 if paper.replicate == "cut" else REHEARSAL_STEPS)
 
 
@@ -83,7 +87,11 @@ def test_rehearsal_data_takes_the_tasks_own_reward_route(task, tmp_path):
 def test_dry_run_rehearsal_lists_every_arm_on_the_toy_model():
     res = subprocess.run(
         [sys.executable, "-m", "snakemake", "-n", "--configfile=config/paper.yaml", "rehearsal"],
-        cwd=REPO, capture_output=True, text=True, timeout=300, check=False,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
     )
     assert res.returncode == 0, res.stderr[-3000:]
     trains = set(re.findall(r"output: results/rehearsal/runs/(\S+?)/train\.jsonl", res.stdout))
@@ -95,7 +103,11 @@ def test_dry_run_rehearsal_lists_every_arm_on_the_toy_model():
 def test_smoke_study_has_no_rehearsal():
     res = subprocess.run(
         [sys.executable, "-m", "snakemake", "-n", "rehearsal"],
-        cwd=REPO, capture_output=True, text=True, timeout=300, check=False,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
     )
     assert res.returncode != 0
     assert "is its own rehearsal" in res.stdout + res.stderr
@@ -110,7 +122,11 @@ def test_rehearsal_of_the_paper_study(tmp_path):
     work = copy_repo(tmp_path / "repo")
     res = subprocess.run(
         [sys.executable, "-m", "snakemake", "--cores", "2", "--configfile=config/paper.yaml", "rehearsal"],
-        cwd=work, capture_output=True, text=True, timeout=2900, check=False,
+        cwd=work,
+        capture_output=True,
+        text=True,
+        timeout=2900,
+        check=False,
     )
     assert res.returncode == 0, res.stderr[-6000:]
     out = work / "results/rehearsal"

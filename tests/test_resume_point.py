@@ -25,5 +25,9 @@ def test_resume_point(tmp_path: Path):
         f"trainer.resume_from_path={tmp_path / 'ckpt'}/global_step_4",
     ]
     assert resume_overrides(ov, [_log(log, 6)]) == []  # verl's auto-resume (6) is consistent
-    assert resume_overrides(ov, [_log(log, 3)]) == ["trainer.resume_mode=disable"]  # nothing usable: anew
+    # nothing the log covers (one checkpoint kept): the oldest newer one loses least (step 4's metrics row)
+    assert resume_overrides(ov, [_log(log, 3)]) == [
+        "trainer.resume_mode=resume_path",
+        f"trainer.resume_from_path={tmp_path / 'ckpt'}/global_step_4",
+    ]
     assert resume_overrides([], [log]) == []

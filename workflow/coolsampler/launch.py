@@ -101,7 +101,8 @@ def resume_overrides(overrides: list[str], attempts: list[Path]) -> list[str]:
     verl saves the checkpoint of step k before it logs step k, so an attempt killed in between
     leaves a checkpoint whose metrics were never written; verl's own auto-resume would start after
     it and the log would miss step k. Resuming from the newest checkpoint at or before the last
-    logged step (verl keeps two) makes the log whole again."""
+    logged step makes the log whole again; where there is none (one checkpoint is kept), the oldest
+    newer one is the least loss."""
     root = next((o.split("=", 1)[1] for o in overrides if o.startswith("trainer.default_local_dir=")), None)
     if root is None or not Path(root).is_dir():
         return []
@@ -112,9 +113,11 @@ def resume_overrides(overrides: list[str], attempts: list[Path]) -> list[str]:
     if not steps or steps[-1] <= logged:
         return []  # nothing saved, or verl's auto-resume picks a checkpoint the log covers
     usable = [k for k in steps if k <= logged]
-    if not usable:
-        return ["trainer.resume_mode=disable"]
-    return ["trainer.resume_mode=resume_path", f"trainer.resume_from_path={root}/global_step_{usable[-1]}"]
+    # Runs keep one checkpoint (a 7B one is ~90 GB), so after a kill between save and log the only one
+    # may be newer than the log: resuming from the first such checkpoint loses that step's metrics row
+    # (the parser reports the gap), where starting anew would lose the whole run.
+    pick = usable[-1] if usable else min(k for k in steps if k > logged)
+    return ["trainer.resume_mode=resume_path", f"trainer.resume_from_path={root}/global_step_{pick}"]
 
 
 def run_verl(

@@ -1,13 +1,5 @@
-"""The result-path scheme, in one place: the Snakefile's rules, the CLI and the data rules call this.
-
-    S = results (shared by every study)         R = the study's ``results:`` (paper: results, smoke: results/smoke)
-    S/build/verl-<version>-py3-none-any.whl     the patched verl wheel
-    D/<task>/<split>.parquet                    a task's data (D = the study's ``data_dir``, default S/data)
-    D/rehearsal/<task>/<split>.parquet          the rehearsal's toy data in that task's format
-    S/models/<model>/                           generated models (toy-qwen2, toy-qwen2-rehearsal)
-    R/runs/<key>/                               one run (run.yaml, train.jsonl, train.log, metrics.parquet, ...)
-    R/<target>.<ext>                            figures (fig1-8: pdf, png) and tables (table1-4: csv, tex, md)
-    R/rehearsal/                                the study's rehearsal: the same scheme below it (runs, figures)
+"""The result-path scheme, in code and in one place: the rules (common.smk, data.smk, toy.smk), the CLI and
+the rehearsal call this. The scheme is documented once, in the Snakefile's header.
 
 Nothing here touches the file system except ``resolve`` in ``run_paths``; no verl, vLLM or torch.
 """

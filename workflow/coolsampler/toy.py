@@ -160,6 +160,9 @@ def sft_warm_start(
     """
     import torch
 
+    # One thread: a 0.2M-parameter model gains nothing from two, and on a loaded machine (CI runs the
+    # test suite beside it) two OpenMP threads spin-wait on each other, 10-50x slower per step.
+    torch.set_num_threads(1)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     vocab = REHEARSAL_VOCAB if rehearsal else VOCAB

@@ -12,7 +12,6 @@ from coolsampler.rehearsal import arm_label, rehearsal_study
 from coolsampler.study import Study
 
 LAYOUT = Layout.from_config(config, R)
-DATA = LAYOUT.data
 
 
 @dataclass(frozen=True)
@@ -28,7 +27,9 @@ ROOTS = {R: Root(STUDY, get_platform(PLATFORM), LAYOUT)}
 if PLATFORM != "cpu":
     # The study's rehearsal (coolsampler.rehearsal): every arm, a few steps, on the cpu platform.
     _RL = LAYOUT.rehearsal_layout()
-    ROOTS[_RL.results] = Root(rehearsal_study(STUDY, _RL.results), get_platform("cpu"), _RL)
+    ROOTS[_RL.results] = Root(
+        rehearsal_study(STUDY, _RL.results), get_platform("cpu"), _RL
+    )
 REHEARSAL_ROOT = next((r for r, x in ROOTS.items() if x.layout.rehearsal), None)
 ROOT_RE = "|".join(re.escape(r) for r in ROOTS)
 
@@ -134,7 +135,9 @@ def platform_attr(name):
 
 def train_limit(name):
     """The watchdog's limits: the study config's timeout_min/stall_min, else the platform's."""
-    return lambda wildcards: config.get(name, getattr(root_of(wildcards).platform, name))
+    return lambda wildcards: config.get(
+        name, getattr(root_of(wildcards).platform, name)
+    )
 
 
 # ---- figures and tables (rules figure, table) ----------------------------------------------

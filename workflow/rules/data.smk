@@ -2,7 +2,10 @@
 # Needs the Hugging Face Hub (or a filled data_cache), so the rules run on the submitting host.
 # Config: data_dir (outputs), data_cache (HF datasets cache), data_revisions ({hf dataset id: commit}).
 
-# DATA (the study's data_dir, default results/data) is coolsampler.paths.Layout.data: common.smk.
+from coolsampler.paths import Layout
+
+# the study's data_dir (default results/data): coolsampler.paths
+DATA = Layout.from_config(config, "results").data
 DATA_CACHE = config.get("data_cache", ".cache/datasets")
 DATA_REVISIONS = config.get("data_revisions", {})
 
