@@ -16,7 +16,10 @@ def _log(path: Path, last: int) -> Path:
 
 def test_resume_point(tmp_path: Path):
     for k in (4, 6):
-        (tmp_path / "ckpt" / f"global_step_{k}").mkdir(parents=True)
+        (tmp_path / "ckpt" / f"global_step_{k}" / "actor").mkdir(parents=True)
+    # what verl's retention leaves of an older checkpoint: its dataloader state, no actor: not a resume point
+    (tmp_path / "ckpt" / "global_step_2").mkdir()
+    (tmp_path / "ckpt" / "global_step_2" / "data.pt").write_bytes(b"")
     ov = [f"trainer.default_local_dir={tmp_path / 'ckpt'}"]
     log = tmp_path / "01.jsonl"
     # killed after checkpoint 6 was saved but before step 6 was logged: resume from 4
@@ -31,3 +34,8 @@ def test_resume_point(tmp_path: Path):
         f"trainer.resume_from_path={tmp_path / 'ckpt'}/global_step_4",
     ]
     assert resume_overrides([], [log]) == []
+    # only the leftover of step 2 and the full 6: a log covering 3 resumes from 6, not from the leftover
+    import shutil
+
+    shutil.rmtree(tmp_path / "ckpt" / "global_step_4")
+    assert resume_overrides(ov, [_log(log, 3)])[1] == f"trainer.resume_from_path={tmp_path / 'ckpt'}/global_step_6"

@@ -106,8 +106,12 @@ def resume_overrides(overrides: list[str], attempts: list[Path]) -> list[str]:
     root = next((o.split("=", 1)[1] for o in overrides if o.startswith("trainer.default_local_dir=")), None)
     if root is None or not Path(root).is_dir():
         return []
+    # verl's retention removes an old checkpoint's actor/ but leaves its dataloader state (data.pt):
+    # only a directory with the actor's state is a checkpoint to resume from
     steps = sorted(
-        int(m.group(1)) for p in Path(root).iterdir() if (m := re.fullmatch(r"global_step_(\d+)", p.name))
+        int(m.group(1))
+        for p in Path(root).iterdir()
+        if (m := re.fullmatch(r"global_step_(\d+)", p.name)) and (p / "actor").is_dir()
     )
     logged = max((_last_step(a) for a in attempts), default=0)
     if not steps or steps[-1] <= logged:
