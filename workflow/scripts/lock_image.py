@@ -13,10 +13,12 @@ install.sh installs under it as a constraints file, and tests/test_containers.py
 requirements and pyproject.toml.
 
 The image's platform: CPython 3.12 on Linux x86-64 (the vllm/vllm-openai:v0.24.0 image). pip's
-``--platform`` mode would need wheels for every package and some of the graph is sdist-only
-(e.g. pylatexenc), so the resolver runs under a real CPython 3.12 on Linux x86-64 (``--python``),
-with ``--dry-run --ignore-installed``: nothing is installed; the marker environment it resolved for
-is recorded in the lock and is what ``check_lock`` evaluates markers with.
+``--platform`` mode needs a wheel for every package and some of the graph is sdist-only, so the
+resolver runs under a real CPython 3.12 on Linux x86-64 (``--python``, with a recent pip: pip 23.2
+downloaded every wheel, GBs of CUDA libraries, where pip 26.3 reads most from PyPI's metadata
+files; the lock records the pip version), with ``--dry-run --ignore-installed``: nothing is
+installed; the marker environment it resolved for is recorded in the lock and is what
+``check_lock`` evaluates markers with.
 
 ``check_lock`` needs ``packaging`` only; the rest is the standard library.
 """
@@ -37,6 +39,11 @@ ROOT = Path(__file__).resolve().parents[2]
 LOCK = ROOT / "containers" / "image-lock.json"
 PIN_NAMES = {"vllm": "VLLM_VERSION", "torch": "TORCH_VERSION", "transformers": "TRANSFORMERS_VERSION"}
 IMAGE_PYTHON = "3.12"
+# --prefer-binary: the newest version with a wheel, an sdist only where no version has one (the
+# graph has pure-Python sdist-only packages: connection-pool, pylatexenc, antlr4-python3-runtime
+# under hydra-core). Without it pip took a fresh sdist-only release and compiled it (contourpy, a
+# meson C++ build) just to read its metadata; with --only-binary=:all: it backtracked silently to
+# hydra-core 0.11.3 rather than take antlr4's sdist.
 
 
 class LockError(RuntimeError):
@@ -95,6 +102,7 @@ def lock_from_report(report: dict[str, Any], inputs: list[str]) -> dict[str, Any
             "requires_dist": list(meta.get("requires_dist") or []),
         }
     env = report["environment"]
+    _close_extras(packages, env)
     return {
         "generated_by": "workflow/scripts/lock_image.py",
         "pip_version": report.get("pip_version"),
@@ -102,6 +110,32 @@ def lock_from_report(report: dict[str, Any], inputs: list[str]) -> dict[str, Any
         "environment": env,
         "packages": dict(sorted(packages.items())),
     }
+
+
+def _close_extras(packages: dict[str, dict[str, Any]], env: dict[str, str]) -> None:
+    """Add the extras other packages ask for (``ray[default]``, ``fastapi[standard]``, ...): pip's
+    report lists only the extras requested on its command line."""
+    from packaging.requirements import Requirement
+
+    changed = True
+    while changed:
+        changed = False
+        for pkg in packages.values():
+            for line in pkg["requires_dist"]:
+                req = Requirement(line)
+                name = canonical(req.name)
+                if not req.extras or name not in packages or not _active(req, pkg["extras"], env):
+                    continue
+                have = set(packages[name]["extras"])
+                want = have | {canonical(e) for e in req.extras}
+                if want != have:
+                    packages[name]["extras"] = sorted(want)
+                    changed = True
+
+
+def _active(req: Any, extras: list[str], env: dict[str, str]) -> bool:
+    """Does ``req`` apply to a package installed with ``extras``, in the marker environment ``env``?"""
+    return req.marker is None or any(req.marker.evaluate({**env, "extra": e}) for e in ["", *extras])
 
 
 def canonical(name: str) -> str:
@@ -152,8 +186,7 @@ def check_lock(
     for name, pkg in pkgs.items():
         for line in pkg["requires_dist"]:
             req = Requirement(line)
-            extras = [""] + pkg["extras"]
-            if req.marker is None or any(req.marker.evaluate({**env, "extra": e}) for e in extras):
+            if _active(req, pkg["extras"], env):
                 need(req, f"{name} {pkg['version']}")
     if verl_requires is not None:
         if "verl" not in pkgs:
@@ -163,12 +196,14 @@ def check_lock(
     return problems
 
 
-def resolve(python: str, root: Path = ROOT) -> dict[str, Any]:
-    """Run pip's resolver under ``python`` (CPython 3.12, Linux x86-64) and return the lock."""
+def resolve(python: str, root: Path = ROOT, keep_report: Path | None = None) -> dict[str, Any]:
+    """Run pip's resolver under ``python`` (CPython 3.12, Linux x86-64) and return the lock
+    (pip's own report is kept at ``keep_report`` when given)."""
     wheel = verl_wheel(root)
     with tempfile.TemporaryDirectory() as tmp:
-        report = Path(tmp) / "report.json"
+        report = keep_report or Path(tmp) / "report.json"
         cmd = [python, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--quiet"]
+        cmd += ["--prefer-binary"]
         cmd += ["--report", str(report), *resolver_inputs(root, verl=str(wheel))]
         res = subprocess.run(cmd, capture_output=True, text=True)
         if res.returncode != 0:
@@ -180,9 +215,14 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--python", default="python3.12", help="a CPython 3.12 on Linux x86-64 with pip")
     ap.add_argument("--out", type=Path, default=LOCK)
+    ap.add_argument("--keep-report", type=Path, help="also keep pip's --report here")
+    ap.add_argument("--from-report", type=Path, help="make the lock from this pip report; no resolver run")
     args = ap.parse_args(argv)
     try:
-        lock = resolve(args.python)
+        if args.from_report:
+            lock = lock_from_report(json.loads(args.from_report.read_text()), resolver_inputs())
+        else:
+            lock = resolve(args.python, keep_report=args.keep_report)
     except LockError as err:
         print(f"lock_image: {err}", file=sys.stderr)
         return 1
