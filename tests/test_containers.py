@@ -456,3 +456,28 @@ def test_check_lock_finds_what_is_wrong() -> None:
     bad = copy.deepcopy(LOCK)
     bad["environment"]["python_version"] = "3.11"
     assert lock_image.check_lock(bad, inputs=inputs)
+
+
+def test_install_script_pins_from_the_lock(tmp_path: Path) -> None:
+    """install.sh's own lock-to-constraints step (run here as written): every locked package but the
+    base image's GPU stack (frozen from the image) and verl (our wheel); a pin off the lock stops it."""
+    text = (ROOT / "containers/install.sh").read_text()
+    script = re.search(r"<<'PYEOF'\n(.*?)\nPYEOF\n", text, re.S).group(1)
+    stack = re.search(r"^GPU_STACK='([^']+)'$", text, re.M).group(1)
+    (tmp_path / "lock.py").write_text(script)
+    lock = str(ROOT / "containers/image-lock.json")
+    pins = [PINS["VLLM_VERSION"], PINS["TORCH_VERSION"], PINS["TRANSFORMERS_VERSION"]]
+    run = [sys.executable, str(tmp_path / "lock.py"), lock, stack]
+    res = subprocess.run([*run, *pins], capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr
+    lines = res.stdout.splitlines()
+    names = {line.split("==")[0] for line in lines}
+    assert f"transformers=={PINS['TRANSFORMERS_VERSION']}" in lines
+    assert f"hydra-core=={LOCK['packages']['hydra-core']['version']}" in lines
+    assert not names & {"torch", "vllm", "numpy", "triton", "verl"}, names
+    assert not any(n.startswith("nvidia-") for n in names)
+    frozen = {n for n in LOCK["packages"] if re.fullmatch(f"({stack})", n, re.I)}
+    assert {"torch", "vllm", "nvidia-cublas"} <= frozen
+    assert names == set(LOCK["packages"]) - frozen - {"verl"}
+    res = subprocess.run([*run, "0.23.0", *pins[1:]], capture_output=True, text=True)
+    assert res.returncode != 0 and "the image pins 0.23.0" in res.stderr
