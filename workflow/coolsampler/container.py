@@ -236,14 +236,16 @@ def remove_container(spec: ContainerSpec, name: str | None) -> None:
 #   only the sdist (``pip download --only-binary=:all: flash-attn==2.8.3`` finds no distribution),
 #   so flash-attn would mean a CUDA source build inside the image.
 # * sdpa is torch's own kernel (flash / memory-efficient backends on CUDA): nothing to install.
-# * With sdpa, ``use_remove_padding`` must be False. True makes verl's FSDP engine feed the model
+# * With sdpa, ``use_remove_padding`` is False. True makes verl's FSDP engine feed the model
 #   one packed row, ``attention_mask=None`` and position ids restarting at each sequence
 #   (verl/workers/engine/fsdp/transformer_impl.py:1182-1272, "only pass input_ids and position_ids
 #   to enable flash_attn_varlen"); its monkey patch replaces only flash-attention's
 #   ``_flash_attention_forward`` (verl/models/transformers/monkey_patch.py:544-552). sdpa then
 #   depends on transformers re-deriving a block-diagonal mask from the position ids
-#   (masking_utils.find_packed_sequence_indices), which costs attention over the whole packed
-#   micro-batch (tokens^2 instead of sequences x length^2) and a tokens^2 mask. False takes the
+#   (masking_utils.find_packed_sequence_indices): correct (check_attention gives each sequence its
+#   own logits that way too, with transformers 5.9.0 on CPU), but attention then runs over the whole
+#   packed micro-batch (tokens^2 instead of sequences x length^2) with a tokens^2 mask, which rules
+#   out sdpa's flash backend. False takes the
 #   engine's padded path (transformer_impl.py:1274-1309: ``to_padded_tensor`` plus an explicit
 #   attention mask from ``build_attention_mask_from_nested``), the path the CPU stack runs end to end
 #   with the same verl and sdpa.
