@@ -11,6 +11,7 @@ digest. No container engine is needed: fake ones stand in.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -20,7 +21,20 @@ from pathlib import Path
 
 import pytest
 
-from coolsampler.container import ContainerError, ContainerSpec, docker_gpus, read_digest, training_prefix
+from coolsampler.container import (
+    IMAGE_ATTENTION,
+    IMAGE_FILES,
+    ContainerError,
+    ContainerSpec,
+    docker_gpus,
+    external_imports,
+    image_module_files,
+    image_modules,
+    image_root_modules,
+    image_sources,
+    read_digest,
+    training_prefix,
+)
 from coolsampler.launch import run_verl
 from coolsampler.train_job import TrainingFailed, check_installed_verl
 
@@ -31,6 +45,7 @@ PINS = {"VLLM_VERSION": "0.24.0", "TORCH_VERSION": "2.11.0", "TRANSFORMERS_VERSI
 BASE = "vllm/vllm-openai"
 sys.path.insert(0, str(ROOT / "workflow" / "scripts"))
 import build_image  # noqa: E402
+import lock_image  # noqa: E402
 
 
 def verl_local_version() -> str:
@@ -94,8 +109,9 @@ def test_both_install_the_wheel_of_the_same_patch_set_with_one_script() -> None:
     assert "%arguments" not in DEF, "VERL_VERSION must have no default"
     assert "bash /opt/coolsampler/install.sh" in DOCKERFILE
     assert "bash /opt/coolsampler/install.sh" in def_section("post")
-    assert "COPY containers/install.sh /opt/coolsampler/install.sh" in DOCKERFILE
-    assert "containers/install.sh /opt/coolsampler/install.sh" in def_section("files")
+    for f in ("install.sh", "check_image.py", "image-lock.json"):
+        assert re.search(rf"^COPY [^\n]*containers/{re.escape(f)}[^\n]* /opt/coolsampler/$", DOCKERFILE, re.M), f
+        assert f"containers/{f} /opt/coolsampler/{f}" in def_section("files"), f
     for src in ("pyproject.toml", "workflow/coolsampler"):
         assert f"COPY {src} " in DOCKERFILE and f"    {src} " in def_section("files")
     # the build gets the local version build_verl.py derives from patches/verl
@@ -113,7 +129,10 @@ def test_install_script_is_valid_bash_and_checks_the_pins() -> None:
     text = script.read_text()
     for name in (*PINS, "VERL_VERSION"):
         assert "${" + name in text
-    assert '-c "$CONSTRAINTS"' in text and '--no-deps "$WHEEL"' in text
+    assert '-c "$CONSTRAINTS" -c "$LOCKED"' in text and '--no-deps "$WHEEL"' in text
+    assert "LOCK=/opt/coolsampler/image-lock.json" in text
+    # the build runs the import and attention check, not a hand-kept import line
+    assert '"$PY" /opt/coolsampler/check_image.py' in text
 
 
 def test_dockerfile_policy() -> None:
@@ -128,6 +147,8 @@ def test_dockerfile_policy() -> None:
     assert ignore.splitlines()[2] == "*" or "\n*\n" in ignore
     for needed in (
         "!containers/install.sh",
+        "!containers/check_image.py",
+        "!containers/image-lock.json",
         "!pyproject.toml",
         "!workflow/coolsampler/",
         "!results/build/verl-*.whl",
@@ -137,9 +158,7 @@ def test_dockerfile_policy() -> None:
 
 def hadolint() -> str | None:
     return shutil.which("hadolint") or (
-        str(Path(sys.executable).with_name("hadolint"))
-        if Path(sys.executable).with_name("hadolint").exists()
-        else None
+        str(Path(sys.executable).with_name("hadolint")) if Path(sys.executable).with_name("hadolint").exists() else None
     )
 
 
@@ -231,9 +250,7 @@ def test_run_verl_runs_verl_through_the_prefix(tmp_path: Path) -> None:
     site = fake_image(tmp_path, "0.9.1+coolsampler.0000000000")
     prefix = ["env", f"PYTHONPATH={site}", "IN_CONTAINER=yes"]  # stands in for `apptainer exec --nv x.sif`
     jsonl, log = tmp_path / "run" / "train.jsonl", tmp_path / "run" / "train.log"
-    prog = run_verl(
-        ["trainer.total_training_steps=3"], jsonl=jsonl, log=log, total_steps=3, prefix=prefix, poll_s=0.1
-    )
+    prog = run_verl(["trainer.total_training_steps=3"], jsonl=jsonl, log=log, total_steps=3, prefix=prefix, poll_s=0.1)
     assert prog.step == 3
     text = log.read_text()
     assert text.startswith(f"$ env PYTHONPATH={site} IN_CONTAINER=yes python3 -m verl.trainer.main_ppo ")
@@ -272,3 +289,195 @@ def test_image_build_records_the_digest(tmp_path: Path) -> None:
     assert read_digest(out) == DIGEST
     with pytest.raises(build_image.ImageBuildError, match="missing"):
         build_image.build("docker", "coolsampler:test", "0.9.1+coolsampler.nope", out, root=tmp_path)
+
+
+# ------------------------------------------------------------------------- image inputs (issue 11)
+
+
+def test_image_sources_are_what_training_imports() -> None:
+    """Rule image depends on the code verl runs and what it imports (data.py through rewards.py),
+    and not on the analysis side: editing a plot must not rebuild the image and retrain every run."""
+    docker = image_sources(ROOT, "docker")
+    apptainer = image_sources(ROOT, "apptainer")
+    for files in (docker, apptainer):
+        assert all((ROOT / f).is_file() for f in files), [f for f in files if not (ROOT / f).is_file()]
+        for needed in (
+            "workflow/coolsampler/__init__.py",
+            "workflow/coolsampler/rewards.py",
+            "workflow/coolsampler/data.py",  # imported lazily by rewards.score_gsm8k
+            "workflow/coolsampler/worker/__init__.py",
+            "workflow/coolsampler/worker/losses.py",
+            "workflow/coolsampler/worker/controller.py",
+            *IMAGE_FILES,
+        ):
+            assert needed in files, needed
+        for analysis in ("analysis", "plotting", "figures", "tables", "metrics_schema", "study", "cli", "analyze_cli"):
+            assert f"workflow/coolsampler/{analysis}.py" not in files, analysis
+    assert "containers/Dockerfile" in docker and "containers/coolsampler.def" not in docker
+    assert "containers/coolsampler.def" in apptainer and "containers/Dockerfile" not in apptainer
+    every_worker_file = {
+        f"workflow/coolsampler/worker/{p.name}" for p in (ROOT / "workflow/coolsampler/worker").glob("*.py")
+    }
+    assert every_worker_file <= set(docker)
+    smk = (ROOT / "workflow/rules/common.smk").read_text()
+    assert "image_sources(" in smk and '"workflow/coolsampler/rewards.py"' not in smk
+
+
+def test_import_walk(tmp_path: Path) -> None:
+    """The ast walk: absolute, relative, lazy and from-imports and dotted names in strings count;
+    TYPE_CHECKING imports do not; parent packages come along."""
+    pkg = tmp_path / "coolsampler"
+    (pkg / "worker").mkdir(parents=True)
+    files = {
+        "__init__.py": "",
+        "rewards.py": "def f():\n    from coolsampler.data import x\n    return x\n",
+        "data.py": "from . import util\nx = 1\n",
+        "util.py": "import os\n",
+        "typed.py": "",
+        "named.py": "",
+        "other.py": "",
+        "analysis.py": "import matplotlib\n",
+        "worker/__init__.py": "",
+        "worker/a.py": (
+            "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from coolsampler import typed\n"
+            "from ..worker import b\nEXT = 'coolsampler.named.Cls'\nENV = 'coolsampler.other,coolsampler.worker.b'\n"
+        ),
+        "worker/b.py": "import torch\nfrom verl.x import y\n",
+    }
+    for name, text in files.items():
+        (pkg / name).write_text(text)
+    assert image_root_modules(pkg) == [
+        "coolsampler.rewards",
+        "coolsampler.worker",
+        "coolsampler.worker.a",
+        "coolsampler.worker.b",
+    ]
+    found = image_module_files(package_dir=pkg)
+    assert set(found) == {
+        "coolsampler",
+        "coolsampler.rewards",
+        "coolsampler.data",
+        "coolsampler.util",
+        "coolsampler.named",
+        "coolsampler.other",
+        "coolsampler.worker",
+        "coolsampler.worker.a",
+        "coolsampler.worker.b",
+    }
+    assert "coolsampler.typed" not in found and "coolsampler.analysis" not in found
+    assert {"torch", "verl.x", "verl.x.y", "os"} <= set(external_imports(package_dir=pkg))
+    assert "matplotlib" not in external_imports(package_dir=pkg)
+
+
+def _named_modules(text: str) -> set[str]:
+    return {m.group(1) for m in re.finditer(r"\b(coolsampler(?:\.[A-Za-z_]\w*)+)", text)}
+
+
+def test_modules_a_run_names_are_in_the_image() -> None:
+    """Every coolsampler module that verl is told to load by name (overrides, environment, the
+    patches' imports) is in the walk; a name may end in a class (worker_extension_cls)."""
+    import ast
+
+    named: set[str] = set()
+    for path in (ROOT / "workflow/coolsampler").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str):
+                named |= {n.strip() for n in node.value.split(",") if re.fullmatch(r"coolsampler(\.\w+)+", n.strip())}
+    for patch in (ROOT / "patches/verl").glob("*.patch"):
+        added = "\n".join(line[1:] for line in patch.read_text().splitlines() if line.startswith("+"))
+        named |= {m for m in _named_modules(added) if re.search(rf"(from|import)\s+{re.escape(m)}\b", added)}
+    assert "coolsampler.rewards" in named and "coolsampler.worker.controller" in named
+    modules = set(image_modules())
+    for name in named:
+        parts = name.split(".")
+        assert any(".".join(parts[:i]) in modules for i in range(2, len(parts) + 1)), name
+
+
+def test_image_attention_is_sdpa_on_the_padded_path() -> None:
+    """The image has no flash_attn (see container.IMAGE_ATTENTION): sdpa, with verl's padded inputs."""
+    assert IMAGE_ATTENTION == {
+        "+actor_rollout_ref.model.override_config.attn_implementation": "sdpa",
+        "actor_rollout_ref.model.use_remove_padding": False,
+    }
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_check_image_passes_on_the_cpu_stack() -> None:
+    """containers/check_image.py (what install.sh runs in the image) on this machine's stack: every
+    import resolves and the tiny Qwen2 with the image's attention gives each sequence its own logits
+    through verl's FSDP input preparation."""
+    from coolsampler.launch import cpu_env
+
+    env = {**os.environ, **cpu_env(), "PYTHONPATH": str(ROOT / "workflow")}
+    res = subprocess.run(
+        [sys.executable, str(ROOT / "containers/check_image.py")], env=env, capture_output=True, text=True, timeout=840
+    )
+    assert res.returncode == 0, res.stdout + res.stderr[-6000:]
+    assert res.stdout.count("check_image: ok:") == 3, res.stdout
+
+
+# ------------------------------------------------------------------------------------------ the lock
+
+LOCK = json.loads((ROOT / "containers/image-lock.json").read_text())
+
+
+def test_lock_is_a_conflict_free_resolution_of_the_image() -> None:
+    """containers/image-lock.json (lock_image.py, pip's resolver) resolves the image's pins, verl's
+    verl-core requirements and coolsampler's, and every locked package's requirements hold in it."""
+    import importlib.metadata
+
+    assert (
+        lock_image.check_lock(
+            LOCK, inputs=lock_image.resolver_inputs(ROOT), verl_requires=importlib.metadata.requires("verl")
+        )
+        == []
+    )
+    pkgs = LOCK["packages"]
+    for name, var in lock_image.PIN_NAMES.items():
+        assert pkgs[name]["version"] == dockerfile_env()[var] == PINS[var], name
+    assert pkgs["verl"]["version"].split("+")[0] == "0.9.1"
+    assert "flash-attn" not in pkgs  # IMAGE_ATTENTION does not need it
+    assert lock_image.image_pins(ROOT) == {n: PINS[v] for n, v in lock_image.PIN_NAMES.items()}
+
+
+def test_check_lock_finds_what_is_wrong() -> None:
+    import copy
+
+    inputs = lock_image.resolver_inputs(ROOT)
+    bad = copy.deepcopy(LOCK)
+    bad["packages"]["torch"]["version"] = "2.10.0"  # vllm pins torch==2.11.0
+    assert any("torch" in p for p in lock_image.check_lock(bad, inputs=inputs))
+    bad = copy.deepcopy(LOCK)
+    del bad["packages"]["tensordict"]  # verl[verl-core] needs it
+    assert any("tensordict is not in the lock" in p for p in lock_image.check_lock(bad, inputs=inputs))
+    assert any("regenerate" in p for p in lock_image.check_lock(LOCK, inputs=[*inputs, "pyyaml>=99"]))
+    assert any("regenerate" in p for p in lock_image.check_lock(LOCK, inputs=inputs, verl_requires=["torch"]))
+    bad = copy.deepcopy(LOCK)
+    bad["environment"]["python_version"] = "3.11"
+    assert lock_image.check_lock(bad, inputs=inputs)
+
+
+def test_install_script_pins_from_the_lock(tmp_path: Path) -> None:
+    """install.sh's own lock-to-constraints step (run here as written): every locked package but the
+    base image's GPU stack (frozen from the image) and verl (our wheel); a pin off the lock stops it."""
+    text = (ROOT / "containers/install.sh").read_text()
+    script = re.search(r"<<'PYEOF'\n(.*?)\nPYEOF\n", text, re.S).group(1)
+    stack = re.search(r"^GPU_STACK='([^']+)'$", text, re.M).group(1)
+    (tmp_path / "lock.py").write_text(script)
+    lock = str(ROOT / "containers/image-lock.json")
+    pins = [PINS["VLLM_VERSION"], PINS["TORCH_VERSION"], PINS["TRANSFORMERS_VERSION"]]
+    run = [sys.executable, str(tmp_path / "lock.py"), lock, stack]
+    res = subprocess.run([*run, *pins], capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr
+    lines = res.stdout.splitlines()
+    names = {line.split("==")[0] for line in lines}
+    assert f"transformers=={PINS['TRANSFORMERS_VERSION']}" in lines
+    assert f"hydra-core=={LOCK['packages']['hydra-core']['version']}" in lines
+    assert not names & {"torch", "vllm", "numpy", "triton", "verl"}, names
+    assert not any(n.startswith("nvidia-") for n in names)
+    frozen = {n for n in LOCK["packages"] if re.fullmatch(f"({stack})", n, re.I)}
+    assert {"torch", "vllm", "nvidia-cublas"} <= frozen
+    assert names == set(LOCK["packages"]) - frozen - {"verl"}
+    res = subprocess.run([*run, "0.23.0", *pins[1:]], capture_output=True, text=True)
+    assert res.returncode != 0 and "the image pins 0.23.0" in res.stderr

@@ -19,19 +19,26 @@ Design choices, each for a reason:
   empties ``PYTHONPATH`` and turns off user site-packages (``$HOME`` is mounted): the image's
   Python must see only the image's packages.
 
+It also says what goes into the image (issue 11): ``image_sources`` walks the imports of the code
+verl runs (``coolsampler.worker.*`` and ``coolsampler.rewards``, loaded by verl by name or path) with
+``ast``, never by importing it, so rule ``image`` depends on every package file a training step can
+execute and on nothing else: editing the analysis or plotting code does not rebuild the image (and
+with it retrain every run). ``IMAGE_ATTENTION`` is the attention implementation the image supports.
+
 This module never imports verl and starts nothing itself except the short ``verl_version_in`` and
 ``remove_container`` calls.
 """
 
 from __future__ import annotations
 
+import ast
 import os
 import re
 import subprocess
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 ENGINES = ("none", "docker", "apptainer")
 DEFAULT_DOCKER_IMAGE = "coolsampler:latest"
@@ -215,10 +222,195 @@ def remove_container(spec: ContainerSpec, name: str | None) -> None:
     subprocess.run(["docker", "rm", "-f", name], capture_output=True, timeout=120, check=False)
 
 
+# ------------------------------------------------------------------------------ what the image holds
+
+# The attention implementation of the learner (FSDP actor and reference) in the image, as verl
+# overrides. Decided, not left to verl's default, because the default cannot run in the image:
+#
+# * verl 0.9.1 defaults to flash_attention_2 (verl/workers/config/model.py:185,
+#   ``override_config.get("attn_implementation", "flash_attention_2")``, handed to
+#   ``AutoConfig.from_pretrained``), which transformers serves only from the ``flash_attn`` package.
+#   install.sh installs ``verl[verl-core]``, which does not require it (only verl's ``fsdp`` and
+#   ``megatron`` extras do, as ``flash-attn==2.8.3``); the vLLM 0.24.0 base image ships vLLM's own
+#   bundled ``vllm.vllm_flash_attn``, not ``flash_attn``; and PyPI has no flash-attn wheel at all,
+#   only the sdist (``pip download --only-binary=:all: flash-attn==2.8.3`` finds no distribution),
+#   so flash-attn would mean a CUDA source build inside the image.
+# * sdpa is torch's own kernel (flash / memory-efficient backends on CUDA): nothing to install.
+# * With sdpa, ``use_remove_padding`` is False. True makes verl's FSDP engine feed the model
+#   one packed row, ``attention_mask=None`` and position ids restarting at each sequence
+#   (verl/workers/engine/fsdp/transformer_impl.py:1182-1272, "only pass input_ids and position_ids
+#   to enable flash_attn_varlen"); its monkey patch replaces only flash-attention's
+#   ``_flash_attention_forward`` (verl/models/transformers/monkey_patch.py:544-552). sdpa then
+#   depends on transformers re-deriving a block-diagonal mask from the position ids
+#   (masking_utils.find_packed_sequence_indices): correct (check_attention gives each sequence its
+#   own logits that way too, with transformers 5.9.0 on CPU), but attention then runs over the whole
+#   packed micro-batch (tokens^2 instead of sequences x length^2) with a tokens^2 mask, which rules
+#   out sdpa's flash backend. False takes the
+#   engine's padded path (transformer_impl.py:1274-1309: ``to_padded_tensor`` plus an explicit
+#   attention mask from ``build_attention_mask_from_nested``), the path the CPU stack runs end to end
+#   with the same verl and sdpa.
+# containers/check_image.py instantiates Qwen2 with this implementation at image build time and
+# checks that a padded batch gives each sequence's own logits.
+IMAGE_ATTENTION: Final[dict[str, Any]] = {
+    "+actor_rollout_ref.model.override_config.attn_implementation": "sdpa",
+    "actor_rollout_ref.model.use_remove_padding": False,
+}
+
+# Files of the repository that define the image besides the package code (install.sh runs
+# check_image.py; image-lock.json pins what install.sh adds to the base image).
+IMAGE_FILES: Final[tuple[str, ...]] = (
+    "containers/install.sh",
+    "containers/check_image.py",
+    "containers/image-lock.json",
+    "pyproject.toml",
+)
+_DEFINITION = {
+    "docker": ("containers/Dockerfile", "containers/Dockerfile.dockerignore"),
+    "apptainer": ("containers/coolsampler.def",),
+}
+PACKAGE = "coolsampler"
+PACKAGE_DIR = Path(__file__).resolve().parent
+_DOTTED = re.compile(rf"^{PACKAGE}(\.[A-Za-z_]\w*)+$")
+
+
+def image_root_modules(package_dir: str | Path = PACKAGE_DIR) -> list[str]:
+    """The package's modules that verl loads by name or path: the entry points of the image's code.
+
+    Every module of ``coolsampler.worker`` (the layering rule puts all code that runs inside verl's
+    workers there: VERL_USE_EXTERNAL_MODULES, the vLLM worker extension, the patches' imports) and
+    ``coolsampler.rewards`` (``reward.custom_reward_function.path``).
+    """
+    worker = Path(package_dir) / "worker"
+    modules = sorted(f"{PACKAGE}.worker.{p.stem}" for p in worker.glob("*.py") if p.stem != "__init__")
+    return [f"{PACKAGE}.rewards", f"{PACKAGE}.worker", *modules]
+
+
+def _module_file(name: str, package_dir: Path) -> Path | None:
+    """``coolsampler.a.b`` -> ``<package_dir>/a/b.py`` or ``.../a/b/__init__.py``; None if neither."""
+    parts = name.split(".")
+    if parts[0] != PACKAGE:
+        return None
+    base = package_dir.joinpath(*parts[1:])
+    for cand in (base.with_suffix(".py") if len(parts) > 1 else None, base / "__init__.py"):
+        if cand is not None and cand.is_file():
+            return cand
+    return None
+
+
+def _is_type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def imported_modules(source: str, module: str, *, is_package: bool = False) -> set[str]:
+    """Every module name a module's source can import when it runs, read with ``ast``.
+
+    Imports inside functions count (``rewards`` imports ``coolsampler.data`` lazily), imports under
+    ``if TYPE_CHECKING:`` do not (they never run). ``from a import b`` yields ``a`` and ``a.b`` (b
+    may be a submodule; callers keep the names that are files). A string constant that is a whole
+    dotted package name (``"coolsampler.worker.x.Cls"``, an ``importlib`` or verl-config target)
+    counts too, since verl and ``importlib`` import those by name.
+    """
+    names: set[str] = set()
+    package = module if is_package else module.rpartition(".")[0]
+
+    def visit(node: ast.AST) -> None:
+        if isinstance(node, ast.If) and _is_type_checking(node.test):
+            for child in node.orelse:
+                visit(child)
+            return
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                parts = package.split(".")
+                parent = ".".join(parts[: len(parts) - node.level + 1])
+                base = f"{parent}.{node.module}" if node.module else parent
+            else:
+                base = node.module or ""
+            names.add(base)
+            names.update(f"{base}.{alias.name}" for alias in node.names if alias.name != "*")
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            for item in node.value.split(","):
+                if _DOTTED.match(item.strip()):
+                    names.add(item.strip())
+        for child in ast.iter_child_nodes(node):
+            visit(child)
+
+    visit(ast.parse(source))
+    return names
+
+
+def _with_parents(name: str) -> list[str]:
+    parts = name.split(".")
+    return [".".join(parts[:i]) for i in range(1, len(parts) + 1)]
+
+
+def image_module_files(roots: Iterable[str] | None = None, package_dir: str | Path = PACKAGE_DIR) -> dict[str, Path]:
+    """Module name -> file of every package module the roots reach through imports (parents included:
+    importing ``coolsampler.worker.losses`` runs ``coolsampler/__init__.py`` and
+    ``coolsampler/worker/__init__.py``)."""
+    package_dir = Path(package_dir)
+    todo = list(image_root_modules(package_dir) if roots is None else roots)
+    found: dict[str, Path] = {}
+    while todo:
+        name = todo.pop()
+        for candidate in _with_parents(name):
+            # "coolsampler.worker.x.Cls" names a class: its longest prefix that is a file is the module
+            path = _module_file(candidate, package_dir)
+            if path is None or candidate in found:
+                continue
+            found[candidate] = path
+            todo.extend(imported_modules(path.read_text(), candidate, is_package=path.name == "__init__.py"))
+    return dict(sorted(found.items()))
+
+
+def image_modules(roots: Iterable[str] | None = None, package_dir: str | Path = PACKAGE_DIR) -> list[str]:
+    """The package's modules a training step can import (what check_image.py imports)."""
+    return list(image_module_files(roots, package_dir))
+
+
+def external_imports(roots: Iterable[str] | None = None, package_dir: str | Path = PACKAGE_DIR) -> list[str]:
+    """Dotted names from other packages those modules import (``verl.trainer.ppo.core_algos``,
+    ``verl.trainer.ppo.core_algos.agg_loss``, ``torch``, the standard library's too), lazy imports
+    included: the image check imports each, so a package or name missing in the image fails its build."""
+    out: set[str] = set()
+    for name, path in image_module_files(roots, package_dir).items():
+        for imp in imported_modules(path.read_text(), name, is_package=path.name == "__init__.py"):
+            top = imp.split(".")[0]
+            if top and top not in (PACKAGE, "__future__"):
+                out.add(imp)
+    return sorted(out)
+
+
+def image_sources(repo: str | Path, engine: str | None = None, roots: Iterable[str] | None = None) -> list[str]:
+    """Repository-relative files rule ``image`` depends on: the image definition for ``engine``
+    (docker/apptainer; both when None), install.sh, check_image.py, the lock, pyproject.toml, and
+    every package file the roots reach. Nothing else: not the analysis, figures or tables code."""
+    repo = Path(repo).resolve()
+    engines = [engine] if engine else list(_DEFINITION)
+    unknown = [e for e in engines if e not in _DEFINITION]
+    if unknown:
+        raise ContainerError(f"no image definition for engine {unknown[0]!r}")
+    files = [f for e in engines for f in _DEFINITION[e]] + list(IMAGE_FILES)
+    package_dir = repo / "workflow" / PACKAGE
+    files += [str(p.relative_to(repo)) for p in image_module_files(roots, package_dir).values()]
+    return sorted(dict.fromkeys(files))
+
+
 __all__ = [
+    "IMAGE_ATTENTION",
+    "IMAGE_FILES",
     "ContainerError",
     "ContainerSpec",
     "PASS_ENV",
+    "external_imports",
+    "image_module_files",
+    "image_modules",
+    "image_root_modules",
+    "image_sources",
+    "imported_modules",
     "container_name",
     "docker_gpus",
     "read_digest",

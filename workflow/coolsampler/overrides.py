@@ -11,6 +11,7 @@ import importlib.util
 from dataclasses import dataclass
 from typing import Any
 
+from coolsampler.container import IMAGE_ATTENTION
 from coolsampler.platform import PLATFORMS, get_platform
 from coolsampler.settings import MODELS, PAPER_RECIPE, TASKS, checkpoint_interval
 from coolsampler.study import Run
@@ -158,21 +159,13 @@ def verl_overrides(
             "actor_rollout_ref.rollout.tensor_model_parallel_size": MODELS[run.model].tensor_parallel,
             "actor_rollout_ref.rollout.gpu_memory_utilization": 0.5,
             "actor_rollout_ref.model.enable_gradient_checkpointing": True,
-            **ATTENTION,
+            # sdpa on verl's padded path: the image has no flash_attn (coolsampler.container)
+            **IMAGE_ATTENTION,
         }
     )
     plat = get_platform(platform)
     o = plat.apply(o, micro_batch=plat.micro_batch(prompts, n))
     return [f"{k}={_fmt(v)}" for k, v in o.items()]
-
-
-# Attention: sdpa with padded batches on every platform (the image installs no flash-attn package;
-# see containers/install.sh). verl's default, flash_attention_2 with use_remove_padding, needs the
-# flash_attn package, which neither verl[verl-core] nor vLLM's wheel brings.
-ATTENTION: dict[str, Any] = {
-    "+actor_rollout_ref.model.override_config.attn_implementation": "sdpa",
-    "actor_rollout_ref.model.use_remove_padding": False,
-}
 
 
 def cpu_overrides() -> dict[str, Any]:

@@ -23,11 +23,8 @@ if CONTAINER.enabled:
 
     rule image:
         input:
-            definition=(
-                "containers/Dockerfile"
-                if CONTAINER.engine == "docker"
-                else "containers/coolsampler.def"
-            ),
+            # the engine's definition, install.sh, check_image.py, the lock, pyproject.toml and the
+            # package files training imports (common.smk: IMAGE_SOURCES, derived from the imports)
             sources=IMAGE_SOURCES,
             wheel=VERL_WHEEL,
         output:

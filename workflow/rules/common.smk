@@ -80,25 +80,22 @@ VERL_WHEEL = f"{LAYOUT.build}/verl-{VERL_LOCAL_VERSION}-py3-none-any.whl"
 # A platform that uses the container (gpu) with an engine trains every run in the image (rule train)
 # and records this digest in its run.yaml; the cpu platform (smoke study, rehearsal) never uses it. A
 # local rule: building needs the network and, for Apptainer, usually a login node that allows it.
-from coolsampler.container import ContainerError, ContainerSpec
+from coolsampler.container import ContainerError, ContainerSpec, image_sources
 
 try:
     CONTAINER = ContainerSpec.from_config(config)
 except ContainerError as err:
     raise WorkflowError(f"invalid study config: {err}") from None
 IMAGE_DIGEST = f"{LAYOUT.build}/image.digest"
-# What the image installs that training uses. Only the training side of the package: editing the
-# analysis code must not rebuild the image and with it retrain every run.
+# What the image is built from, derived (coolsampler.container.image_sources): the definition for
+# the engine, install.sh, check_image.py, the lock, pyproject.toml, and every package file that the
+# code verl runs (coolsampler.worker.*, coolsampler.rewards) reaches through its imports. Only the
+# training side: editing the analysis code must not rebuild the image and with it retrain every run.
 IMAGE_SOURCES = [
-    "containers/install.sh",
-    "pyproject.toml",
-    "workflow/coolsampler/__init__.py",
-    "workflow/coolsampler/rewards.py",
-    "workflow/coolsampler/settings.py",
-    *sorted(
-        str(p)
-        for p in Path(workflow.basedir, "workflow/coolsampler/worker").glob("*.py")
-    ),
+    str(Path(workflow.basedir, f))
+    for f in image_sources(
+        workflow.basedir, CONTAINER.engine if CONTAINER.enabled else None
+    )
 ]
 
 
