@@ -56,6 +56,7 @@ import contextlib
 import copy
 import io
 import logging
+import re
 import sys
 import warnings
 from collections.abc import Iterator, Sequence
@@ -302,8 +303,22 @@ def check_run_config(overrides: Sequence[str], n_gpus: int | None = None, name: 
     try:
         check_config(compose_config(overrides), n_gpus)
     except Exception as err:  # verl raises AssertionError, ValueError, Hydra and OmegaConf errors
-        msg = " ".join(str(err).split()) or type(err).__name__
-        raise VerlConfigError(f"{name}: verl rejects its config: {type(err).__name__}: {msg}") from err
+        raise VerlConfigError(f"{name}: verl rejects its config: {_verl_message(err)}") from err
+
+
+def _verl_message(err: BaseException) -> str:
+    """One line: verl's own exception, unwrapped from Hydra's ``InstantiationException`` (which
+    ``omega_conf_to_dataclass`` raises around a dataclass's ``__post_init__`` error), with the
+    config section it came from."""
+    from hydra.errors import InstantiationException
+
+    where = ""
+    while isinstance(err, InstantiationException) and err.__cause__ is not None:
+        key = re.search(r"full_key: (\S+)", str(err))
+        where = f" (in {key.group(1)})" if key else where
+        err = err.__cause__
+    msg = " ".join(str(err).split()) or "(no message)"
+    return f"{type(err).__name__}: {msg}{where}"
 
 
 def check_study(study: str | Path, platform: str | None = None) -> Iterator[tuple[str, str | None]]:
