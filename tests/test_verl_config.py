@@ -81,6 +81,8 @@ BROKEN = [
     ("actor_rollout_ref.actor.policy_loss.loss_mode", "no_such_loss", 4, r"Unsupported loss mode: no_such_loss"),
     # engine/utils.py prepare_micro_batches: 16*8/4 = 32 samples per rank, micro batch 5
     ("actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu", "5", 4, r"actor update: .* not divisible by its micro"),
+    # the same for the old-policy log-prob pass over the whole step batch (16 prompts x 8 / 4 ranks)
+    ("actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu", "6", 4, r"old log-prob pass: .* = 16\*8/4"),
     # Hydra: a key verl's schema does not have (without "+")
     ("trainer.no_such_key", "1", 4, r"no_such_key"),
     # "+" adds a key Hydra's schema lacks; verl's dataclass (RolloutConfig) still rejects it

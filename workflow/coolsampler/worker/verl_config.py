@@ -126,7 +126,8 @@ def check_config(config: DictConfig, n_gpus: int | None = None) -> None:
         critic = omega_conf_to_dataclass(config.critic)
         if config.critic.get("profiler", {}):
             omega_conf_to_dataclass(config.critic.profiler)
-        _check_micro_batches("critic", critic.ppo_mini_batch_size, critic.ppo_micro_batch_size_per_gpu, config, world)
+        mini = "critic.ppo_mini_batch_size"
+        _check_micro_batches("critic update", mini, config, critic.ppo_micro_batch_size_per_gpu, world)
     from verl.trainer.distillation import is_distillation_enabled
 
     if is_distillation_enabled(config.get("distillation")):
@@ -144,7 +145,7 @@ def check_config(config: DictConfig, n_gpus: int | None = None) -> None:
         _check_worker(copy.deepcopy(config.actor_rollout_ref), str(Role.RefPolicy), world)
 
     # 5. checks verl makes only at run time
-    _check_runtime(config, world)
+    _check_runtime(config, world, use_ref)
 
 
 def _optimiser_horizon(trainer) -> None:
@@ -256,25 +257,30 @@ def _dp_size(config: DictConfig, world: int) -> int:
     return world // sp
 
 
-def _check_micro_batches(what: str, mini: int, micro: int | None, config: DictConfig, world: int) -> None:
+def _check_micro_batches(what: str, prompts: str, config: DictConfig, micro: int | None, world: int) -> None:
     """``prepare_micro_batches`` (verl/workers/engine/utils.py) asserts ``len(data) % micro == 0`` on
-    each rank; in ``update_actor`` a rank holds mini * n / dp samples (``trainer_base._update_actor``
-    sends mini-batches of ``ppo_mini_batch_size * rollout.n``, split over dp ranks)."""
+    each rank, and ``train_mini_batch`` (engine_workers.py) that a mini-batch splits over the dp ranks.
+    A rank holds ``prompts * rollout.n / dp`` samples: ``prompts`` is ``actor.ppo_mini_batch_size``
+    for an update (``trainer_base._update_actor`` sends mini-batches of it times n), the step's
+    ``data.train_batch_size`` for a log-prob pass."""
     if micro is None:
         return
+    count = int(OmegaConf.select(config, prompts))
     n = int(config.actor_rollout_ref.rollout.n)
     dp = _dp_size(config, world)
-    per_rank, rem = divmod(mini * n, dp)
+    per_rank, rem = divmod(count * n, dp)
     if rem or per_rank % micro:
         raise ValueError(
-            f"{what}: a data-parallel rank gets ppo_mini_batch_size*rollout.n/dp = {mini}*{n}/{dp} samples per "
-            f"update, not divisible by its micro batch {micro} (verl asserts this at the first update: "
-            "'data size must be divisible by force_group_size * micro_batch_size_per_gpu')"
+            f"{what}: a data-parallel rank gets {prompts} * rollout.n / dp = {count}*{n}/{dp} samples, not "
+            f"divisible by its micro batch {micro} (verl asserts this at the first step: 'data size must be "
+            "divisible by force_group_size * micro_batch_size_per_gpu')"
         )
 
 
-def _check_runtime(config: DictConfig, world: int) -> None:
-    """Step 5 of the module docstring."""
+def _check_runtime(config: DictConfig, world: int, use_ref: bool) -> None:
+    """Step 5 of the module docstring. Each log-prob pass is checked only where the v1 trainer runs
+    it: the old-policy pass not in bypass mode (``_compute_old_log_prob`` then reuses the sampler's
+    log-probs), the reference pass only with a reference policy."""
     from verl.trainer.ppo.core_algos import get_adv_estimator_fn, get_policy_loss_fn
     from verl.trainer.ppo.reward import get_custom_reward_fn
 
@@ -282,16 +288,17 @@ def _check_runtime(config: DictConfig, world: int) -> None:
 
     actor = config.actor_rollout_ref.actor
     if not actor.use_dynamic_bsz:
-        _check_micro_batches(
-            "actor update", actor.ppo_mini_batch_size, actor.ppo_micro_batch_size_per_gpu, config, world
-        )
+        mini = "actor_rollout_ref.actor.ppo_mini_batch_size"
+        _check_micro_batches("actor update", mini, config, actor.ppo_micro_batch_size_per_gpu, world)
         # old-policy / reference log-prob passes run on the whole step batch (train_batch_size * n)
-        batch = int(config.data.train_batch_size)
-        for name, micro in (
-            ("rollout log-prob", config.actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu),
-            ("ref log-prob", config.actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu),
-        ):
-            _check_micro_batches(name, batch, micro, config, world)
+        batch = "data.train_batch_size"
+        bypass = bool((config.algorithm.get("rollout_correction") or {}).get("bypass_mode", False))
+        if not bypass:
+            micro = config.actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu
+            _check_micro_batches("old log-prob pass", batch, config, micro, world)
+        if use_ref:
+            micro = config.actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu
+            _check_micro_batches("ref log-prob pass", batch, config, micro, world)
     get_policy_loss_fn(actor.policy_loss.loss_mode)
     get_adv_estimator_fn(config.algorithm.adv_estimator)
     get_custom_reward_fn(config)
