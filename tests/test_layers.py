@@ -39,7 +39,7 @@ def test_light_modules_import_no_heavy_stack():
 
 
 def test_worker_code_imports_no_analysis():
-    code = "import sys, coolsampler.worker.losses, coolsampler.worker.controller\n" + (
+    code = "import sys, coolsampler.worker.losses, coolsampler.worker.controller, coolsampler.worker.verl_config\n" + (
         "print([m for m in sys.modules if m in "
         "('coolsampler.analysis','coolsampler.figures','coolsampler.tables','coolsampler.plotting')])"
     )
