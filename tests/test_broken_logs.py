@@ -20,7 +20,7 @@ from coolsampler.analysis import summarize_run
 from coolsampler.figures import availability_notes
 from coolsampler.metrics import MetricsError, parse_jsonl, read_jsonl
 from coolsampler.metrics_schema import COLUMNS
-from coolsampler.plotting import short_key
+from coolsampler.labels import short_key
 from coolsampler.study import parse_key
 from coolsampler.tables import table4_frames
 

@@ -12,11 +12,12 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from coolsampler import plotting
+from coolsampler import labels, plotting, provenance
 from coolsampler.analyze_cli import analyze
-from coolsampler.figures import TARGETS, availability_notes, load_panels, render, run_snakemake_target
+from coolsampler.figures import availability_notes
 from coolsampler.synthetic import DEMO_FIGURES, demo_panels, demo_runs
-from coolsampler.tables import to_latex, to_markdown
+from coolsampler.targets import TARGETS, load_panels, render, run_snakemake_target
+from coolsampler.writers import to_latex, to_markdown
 
 STUDY, COMMIT = "teststudy", "abc1234"
 
@@ -27,17 +28,14 @@ def runs() -> list[tuple[Any, pd.DataFrame, Any]]:
 
 
 def outputs(tmp_path: Path, target: str) -> list[Path]:
-    kind = TARGETS[target][1]
-    return [
-        tmp_path / f"{target}{s}" for s in ((".pdf", ".png") if kind == "figure" else (".csv", ".tex", ".md"))
-    ]
+    return [tmp_path / f"{target}{s}" for s in TARGETS[target].suffixes]
 
 
 def test_registry_panels_match_the_demo_figures_block() -> None:
     assert set(TARGETS) == {f"fig{i}" for i in range(1, 9)} | {f"table{i}" for i in range(1, 5)}
-    for target, (_, kind, panels) in TARGETS.items():
-        assert kind in ("figure", "table")
-        assert sorted(DEMO_FIGURES[target]) == sorted(panels), target
+    for target, spec in TARGETS.items():
+        assert spec.kind in ("figure", "table")
+        assert sorted(DEMO_FIGURES[target]) == sorted(spec.panels), target
 
 
 @pytest.mark.parametrize("target", sorted(TARGETS))
@@ -48,7 +46,7 @@ def test_target_renders(target: str, runs: list[Any], tmp_path: Path) -> None:
     render(target, panels, STUDY, COMMIT, outs)
     for out in outs:
         assert out.exists() and out.stat().st_size > 0, out
-    if TARGETS[target][1] == "figure":
+    if TARGETS[target].kind == "figure":
         pdf = outs[0].read_bytes()
         assert pdf.startswith(b"%PDF")
         assert f"study={STUDY} commit={COMMIT}".encode() in pdf  # PDF Info /Keywords
