@@ -4,7 +4,9 @@ missing or unfinished runs instead of dropping them."""
 from __future__ import annotations
 
 import json
+import os
 import re
+import subprocess
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -14,7 +16,7 @@ import pytest
 
 from coolsampler import labels, plotting, provenance
 from coolsampler.analyze_cli import analyze
-from coolsampler.figures import availability_notes
+from coolsampler.labels import availability_notes
 from coolsampler.synthetic import DEMO_FIGURES, demo_panels, demo_runs
 from coolsampler.targets import TARGETS, load_panels, render, run_snakemake_target
 from coolsampler.writers import to_latex, to_markdown
@@ -84,7 +86,8 @@ def test_missing_run_is_named_on_the_figure(
     render("fig1", panels, STUDY, COMMIT, outputs(tmp_path, "fig1"))
     text = _figure_text(figs[0])
     assert "runs missing/unfinished" in text
-    assert plotting.short_key(settings) in text.replace("\n", " ") or "missing" in text
+    # the note names *this* run (its key, whole: notes never break inside a key) and why
+    assert f"{labels.short_key(settings)}: missing" in text.replace("\n", " ")
     assert f"study {STUDY} | commit {COMMIT}" in text
 
 
@@ -204,9 +207,33 @@ def test_snakemake_script_logic(runs: list[Any], tmp_path: Path) -> None:
     assert "Traceback" in (tmp_path / "fig3.log").read_text()
 
 
-def test_git_commit_fallback(tmp_path: Path) -> None:
-    assert plotting.git_commit(tmp_path) == "unknown"
-    assert re.fullmatch(r"[0-9a-f]{4,}|unknown", plotting.git_commit())
+def _git(repo: Path, *args: str) -> str:
+    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
+    out = subprocess.run(
+        ["git", *args], cwd=repo, capture_output=True, text=True, check=True, env={**os.environ, **env}
+    )
+    return out.stdout.strip()
+
+
+def test_provenance_commit_and_dirty_flag(tmp_path: Path) -> None:
+    """The commit is the tree's HEAD, '+dirty' when a tracked file differs from it; 'unknown' only
+    outside git. Checked on a repository made here, so the test does not depend on where it runs."""
+    assert provenance.git_commit(tmp_path) == "unknown" and provenance.git_dirty(tmp_path) is None
+    _git(tmp_path, "init", "-q")
+    (tmp_path / "code.py").write_text("x = 1\n")
+    _git(tmp_path, "add", "code.py")
+    _git(tmp_path, "commit", "-qm", "one")
+    head = _git(tmp_path, "rev-parse", "--short", "HEAD")
+    assert re.fullmatch(r"[0-9a-f]{4,}", head)
+    assert provenance.git_commit(tmp_path) == head
+    assert provenance.git_dirty(tmp_path) is False
+    (tmp_path / "untracked.txt").write_text("results do not count\n")
+    assert provenance.git_dirty(tmp_path) is False
+    (tmp_path / "code.py").write_text("x = 2\n")
+    assert provenance.git_dirty(tmp_path) is True
+    prov = provenance.Provenance.here("s", script="workflow/scripts/figure.py", cwd=tmp_path)
+    assert prov.footer() == f"study s | commit {head}+dirty | workflow/scripts/figure.py"
+    assert f"commit={head}+dirty" in prov.pdf_metadata()["Keywords"]
 
 
 def test_analyze_text(tmp_path: Path) -> None:

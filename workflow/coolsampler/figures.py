@@ -74,21 +74,6 @@ PANEL_LETTERS = "abcdefgh"
 # Shared pieces
 
 
-def availability_notes(entries: Sequence[RunEntry]) -> list[str]:
-    """'<run>: missing' / '<run>: unfinished at step x/y (why)' for every run not whole."""
-    out = []
-    for settings, metrics, status in entries:
-        name = L.short_key(settings)
-        if metrics is None or metrics.empty:
-            out.append(f"{name}: missing")
-        elif status is None:
-            out.append(f"{name}: status unknown")
-        elif not status.complete:
-            why = f" ({'; '.join(status.problems)})" if status.problems else ""
-            out.append(f"{name}: unfinished at step {status.last_step}/{status.expected_steps}{why}")
-    return out
-
-
 def _unique_entries(panels: Panels, names: Sequence[str]) -> list[RunEntry]:
     """Entries of several panels, each run once (a run may sit in two panels of one figure)."""
     seen: set[str] = set()
@@ -205,6 +190,12 @@ def kl_estimator(options: Options | None) -> tuple[str, str]:
     return L.KL_ESTIMATORS[str((options or {}).get("kl", "k1"))]
 
 
+def kl_footnote(fig: Any, options: Options | None) -> None:
+    """Name the KL estimator and its verl source at the bottom left (the provenance is bottom right)."""
+    estimator = str((options or {}).get("kl", "k1"))
+    fig.text(0.01, 0.05 / fig.get_figheight(), L.KL_SOURCE_NOTE[estimator], fontsize=6, color="#666666")
+
+
 def _kl_panel(ax: Axes, entries: Sequence[RunEntry], title: str, options: Options | None, **kw: Any) -> None:
     column, label = kl_estimator(options)
     plot_runs(ax, entries, column, lw=0.8, **kw)
@@ -227,9 +218,10 @@ def _save(fig: Any, outputs: Sequence[str | Path], provenance: Provenance, title
 def fig1(panels: Panels, provenance: Provenance, outputs: Sequence[str | Path], options: Options | None = None) -> None:
     """(a) validation accuracy of panel ``a``; (b) learner-sampler KL of panel ``b`` (seed-1 runs)."""
     a, b = panels.get("a", []), panels.get("b", [])
-    fig, ax = P.new_figure(10, 3.6, availability_notes(_unique_entries(panels, ["a", "b"])), ncols=2)
+    fig, ax = P.new_figure(10, 3.6, L.availability_notes(_unique_entries(panels, ["a", "b"])), ncols=2)
     _acc_panel(ax[0, 0], a, panel_title("a", a))
     _kl_panel(ax[0, 1], b, panel_title("b", b), options)
+    kl_footnote(fig, options)
     _save(fig, outputs, provenance, "Figure 1: finite safe staleness; cooling extends it")
 
 
@@ -255,7 +247,7 @@ def fig2(panels: Panels, provenance: Provenance, outputs: Sequence[str | Path], 
     column, _ = kl_estimator(options)
     estimator = str((options or {}).get("kl", "k1"))
     entries = list(panels.get("a", []))
-    notes = availability_notes(entries)
+    notes = L.availability_notes(entries)
     drawn = [
         e
         for e in entries
@@ -316,22 +308,23 @@ def fig2(panels: Panels, provenance: Provenance, outputs: Sequence[str | Path], 
             axa.text(1.01, y, f"x{ratio:.1f}", transform=axa.get_yaxis_transform(), va="center", fontsize=8)
     for a_ in (axa, axb):
         a_.set_yticks(range(len(order)))
-        a_.set_yticklabels(ylabels[::-1], fontsize=7)
         a_.set_ylim(-0.7, len(order) - 0.3)
+    axa.set_yticklabels(ylabels[::-1], fontsize=7)
+    axb.set_yticklabels([])  # same rows as (a); the space between the panels holds (a)'s ratios
     axa.set_xscale("log")
     axa.set_xlabel(f"KL ({estimator}) at step 110 (60 where N=96), nats/token", fontsize=8)
     axa.set_title("(a) first-cycle KL at a fixed step", fontsize=9, loc="left")
     axb.set_xlabel("first step with KL > 0.1 nat (hollow: not before refresh)", fontsize=8)
     axb.set_title("(b) first crossing of 0.1 nat", fontsize=9, loc="left")
     P.dedup_legend(axa, loc="lower right")
-    fig.text(0.01, 0.05 / fig.get_figheight(), L.KL_SOURCE_NOTE[estimator], fontsize=6, color="#666666")
-    fig.subplots_adjust(left=0.16, wspace=0.5)
+    kl_footnote(fig, options)
+    fig.subplots_adjust(left=0.16, wspace=0.12)
     _save(fig, outputs, provenance, "Figure 2: cooling lowers the learner-sampler mismatch")
 
 
 def fig3(panels: Panels, provenance: Provenance, outputs: Sequence[str | Path], options: Options | None = None) -> None:
     """7B GSM8K: (a) N=144 and (b) N=192 validation accuracy, line style by data seed."""
-    fig, ax = P.new_figure(10, 3.4, availability_notes(_unique_entries(panels, ["a", "b"])), ncols=2)
+    fig, ax = P.new_figure(10, 3.4, L.availability_notes(_unique_entries(panels, ["a", "b"])), ncols=2)
     for i, name in enumerate(["a", "b"]):
         e = panels.get(name, [])
         _acc_panel(ax[0, i], e, panel_title(name, e), by_seed=True, label_seed=True)
@@ -343,26 +336,33 @@ MU_GRPO_FRACTIONS = (("veto_frac", "-", "vetoed responses"), ("ratio_clip_frac",
 
 def _mu_grpo_panel(ax: Axes, entries: Sequence[RunEntry], title: str) -> None:
     """mu-GRPO's logged veto fraction (of responses) and ratio-clip fraction (of tokens) per step:
-    the appendix's "the logged veto and clip fractions confirm that the rule is active"."""
+    the appendix's "the logged veto and clip fractions confirm that the rule is active".
+
+    Line style says which fraction (solid: vetoed, dotted: clipped); green as in panels a/b, darker
+    for the uncooled sampler, lighter for a cooled one; the seeds of an arm share a legend entry.
+    """
     mu = [e for e in entries if e[0].get("correction") == "mu_grpo"]
+    top = 0.0
     for settings, metrics, _ in mu:
         if metrics is None or metrics.empty:
             continue
+        cooled = L.tb_initial(settings) < 1.0
+        colour = P.shade(P.MU_GRPO, 1.45) if cooled else P.shade(P.MU_GRPO, 0.8)
         for column, ls, what in MU_GRPO_FRACTIONS:
             if column not in metrics.columns:
                 continue
             y = pd.to_numeric(metrics[column], errors="coerce").to_numpy(dtype="float64")
-            label = f"{L.run_label(settings, seed=True)}: {what}"
-            ax.plot(metrics["step"].to_numpy(), y, color=P.run_colour(settings), ls=ls, lw=0.8, label=label)
+            top = max(top, float(np.nanmax(y))) if np.isfinite(y).any() else top
+            label = f"{L.tb_label(settings)}: {what}"
+            ax.plot(metrics["step"].to_numpy(), y, color=colour, ls=ls, lw=0.9, label=label)
     _refresh(ax, mu or entries)
     ax.set_xlim(0, _max_steps(entries))
-    ax.set_ylim(bottom=0.0)
+    ax.set_ylim(0.0, max(top, 1e-3) * 1.45)  # head room for the legend
     ax.set_xlabel("step")
-    ax.set_ylabel("mu-GRPO fraction")
+    ax.set_ylabel("fraction (responses vetoed / tokens clipped)")
     ax.set_title(title, fontsize=9, loc="left")
     if not mu:
         ax.text(0.5, 0.5, "no mu-GRPO run selected", transform=ax.transAxes, ha="center", fontsize=8)
-    # the line style says which fraction; the colour/shade which run (solid veto, dotted clip)
     P.dedup_legend(ax, loc="upper left")
 
 
@@ -370,12 +370,13 @@ def fig4(panels: Panels, provenance: Provenance, outputs: Sequence[str | Path], 
     """Learning rate, mu-GRPO and cooling: (a) validation accuracy, (b) KL of the same runs,
     (c) mu-GRPO's veto and ratio-clip fractions."""
     e = panels.get("a", [])
-    fig, ax = P.new_figure(15, 3.8, availability_notes(e), ncols=3)
+    fig, ax = P.new_figure(15, 3.8, L.availability_notes(e), ncols=3)
     _acc_panel(ax[0, 0], e, panel_title("a", e), correction=True)
     _kl_panel(ax[0, 1], e, panel_title("b", e), options, correction=True)
     if ax[0, 1].get_legend() is not None:
         ax[0, 1].get_legend().remove()  # one legend (panel a) for panels a and b
     _mu_grpo_panel(ax[0, 2], e, "(c) mu-GRPO: vetoed responses, clipped tokens")
+    kl_footnote(fig, options)
     fig.subplots_adjust(wspace=0.32)
     _save(fig, outputs, provenance, "Figure 4: lower learning rate, mu-GRPO and cooling")
 
@@ -383,7 +384,7 @@ def fig4(panels: Panels, provenance: Provenance, outputs: Sequence[str | Path], 
 def fig5(panels: Panels, provenance: Provenance, outputs: Sequence[str | Path], options: Options | None = None) -> None:
     """Boundaries: (a) N=288, (b) MATH at doubled lr, (c) MATH at the standard lr; accuracy."""
     names = ["a", "b", "c"]
-    fig, ax = P.new_figure(13, 3.4, availability_notes(_unique_entries(panels, names)), ncols=3)
+    fig, ax = P.new_figure(13, 3.4, L.availability_notes(_unique_entries(panels, names)), ncols=3)
     for i, name in enumerate(names):
         e = panels.get(name, [])
         lr = _common(e, "lr")
@@ -394,7 +395,7 @@ def fig5(panels: Panels, provenance: Provenance, outputs: Sequence[str | Path], 
 
 def fig6(panels: Panels, provenance: Provenance, outputs: Sequence[str | Path], options: Options | None = None) -> None:
     """Cooling without the importance correction: (a) GSM8K N=96, (b) MATH N=96; no correction dashed."""
-    fig, ax = P.new_figure(10, 3.4, availability_notes(_unique_entries(panels, ["a", "b"])), ncols=2)
+    fig, ax = P.new_figure(10, 3.4, L.availability_notes(_unique_entries(panels, ["a", "b"])), ncols=2)
     for i, name in enumerate(["a", "b"]):
         e = panels.get(name, [])
         _acc_panel(ax[0, i], e, panel_title(name, e), correction=True)
@@ -403,7 +404,7 @@ def fig6(panels: Panels, provenance: Provenance, outputs: Sequence[str | Path], 
 
 def fig7(panels: Panels, provenance: Provenance, outputs: Sequence[str | Path], options: Options | None = None) -> None:
     """Adaptive and scheduled temperature: accuracy (top) and sampler temperature used (bottom)."""
-    fig, ax = P.new_figure(10, 5.6, availability_notes(_unique_entries(panels, ["a", "b"])), nrows=2, ncols=2)
+    fig, ax = P.new_figure(10, 5.6, L.availability_notes(_unique_entries(panels, ["a", "b"])), nrows=2, ncols=2)
     for i, name in enumerate(["a", "b"]):
         e = panels.get(name, [])
         _acc_panel(ax[0, i], e, panel_title(name, e), correction=True)
@@ -429,7 +430,7 @@ FIG8_COLUMNS = (
 def fig8(panels: Panels, provenance: Provenance, outputs: Sequence[str | Path], options: Options | None = None) -> None:
     """Every run at N=144 (7B): six diagnostics, line style by seed, the cut replicate dash-dotted."""
     e = panels.get("a", [])
-    fig, ax = P.new_figure(12, 6.4, availability_notes(e), nrows=2, ncols=3)
+    fig, ax = P.new_figure(12, 6.4, L.availability_notes(e), nrows=2, ncols=3)
     for k, (col, label) in enumerate(FIG8_COLUMNS):
         a_ = ax.flat[k]
         if col == "val_acc":
@@ -447,11 +448,11 @@ def fig8(panels: Panels, provenance: Provenance, outputs: Sequence[str | Path], 
         a_.set_ylabel(label)
         if col == "grad_norm":
             a_.set_yscale("log")
+    kl_footnote(fig, options)
     _save(fig, outputs, provenance, "Figure 8: every run at refresh interval 144")
 
 
 __all__ = [
-    "availability_notes",
     "fig1",
     "fig2",
     "fig3",

@@ -9,7 +9,7 @@ verl, vLLM or torch.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from coolsampler.settings import MODELS
@@ -164,16 +164,35 @@ def seed_text(settings: Mapping[str, Any]) -> str:
 
 
 # --------------------------------------------------------------------------------------------------
+# Runs that are not whole
+
+
+def availability_notes(entries: Sequence[tuple[Mapping[str, Any], Any, Any]]) -> list[str]:
+    """'<run>: missing' / '<run>: unfinished at step x/y (why)' for every run not whole."""
+    out = []
+    for settings, metrics, status in entries:
+        name = short_key(settings)
+        if metrics is None or metrics.empty:
+            out.append(f"{name}: missing")
+        elif status is None:
+            out.append(f"{name}: status unknown")
+        elif not status.complete:
+            why = f" ({'; '.join(status.problems)})" if status.problems else ""
+            out.append(f"{name}: unfinished at step {status.last_step}/{status.expected_steps}{why}")
+    return out
+
+
+# --------------------------------------------------------------------------------------------------
 # Axis texts that name a measurement (the estimator behind a number is part of its name)
 
 KL_ESTIMATORS = {
     # option value -> (metrics column, axis label)
-    "k1": ("kl", "learner-sampler KL, nats/token\n(k1: mean log q - log pi over sampled tokens)"),
-    "k3": ("k3_kl", "learner-sampler KL, nats/token\n(k3: mean pi/q - 1 - log(pi/q) over sampled tokens)"),
+    "k1": ("kl", "learner-sampler KL (k1), nats/token"),
+    "k3": ("k3_kl", "learner-sampler KL (k3), nats/token"),
 }
 KL_SOURCE_NOTE = {
-    "k1": "KL: verl rollout_corr/kl (k1 on the sampler's samples, token-weighted)",
-    "k3": "KL: verl rollout_corr/k3_kl (k3 on the sampler's samples, token-weighted)",
+    "k1": "KL: verl rollout_corr/kl (k1 on the sampler's samples, token-weighted: mean of log q - log pi)",
+    "k3": "KL: verl rollout_corr/k3_kl (k3 on the sampler's samples, token-weighted: mean of r - 1 - log r, r = pi/q)",
 }
 
 
@@ -185,6 +204,7 @@ __all__ = [
     "KL_SOURCE_NOTE",
     "TASK_LABELS",
     "arm_label",
+    "availability_notes",
     "correction_label",
     "lr_text",
     "model_label",

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from coolsampler.labels import KL_ESTIMATORS
+from coolsampler.labels import KL_ESTIMATORS, availability_notes
 from coolsampler.metrics_schema import RunStatus
 from coolsampler.provenance import Provenance, as_provenance
 
@@ -207,8 +207,6 @@ def run_snakemake_target(smk: Any, kind: str) -> None:
                 raise ValueError(f"{target} is a {TARGETS[target].kind}, not a {kind}")
             panels = load_panels({p: r for p, r in smk.params.panels.items() if p in TARGETS[target].panels})
             logger.info("%s: runs per panel %s", target, {p: len(r) for p, r in panels.items()})
-            from coolsampler.figures import availability_notes
-
             seen: set[str] = set()
             for entries in panels.values():
                 for note_ in availability_notes(entries):
