@@ -138,7 +138,7 @@ def test_fig2_footnote_names_the_kl_source(runs: list[Any], tmp_path: Path, monk
     figs = _capture(monkeypatch)
     render("fig2", demo_panels("fig2", runs), STUDY, COMMIT, outputs(tmp_path, "fig2"))
     text = "\n".join(t.get_text() for t in figs[0].texts)
-    assert "rollout_corr/kl (k1 on the sampler's samples, token-weighted)" in text
+    assert "rollout_corr/kl (k1 on the sampler's samples, token-weighted: mean of log q - log pi)" in text
 
 
 def test_fig4_draws_mu_grpo_veto_and_clip_fractions(
