@@ -218,6 +218,12 @@ def test_table2_lists_every_degrading_run_decided_from_the_data(runs: list[Any],
     md = (tmp_path / "table2.md").read_text()
     assert "| KL > 0.1 | KL > 1 | Lead |" in md and "stable, end" in md
     assert "mu-GRPO" not in md  # no mu-GRPO run degrades: its group is not listed
+    # a run without data cannot be decided: it is listed ('no data'), never counted as stable
+    s0, _, st0 = next(e for e in entries if e[0]["correction"] == "mu_grpo")
+    missing = [(s0, None, None), *[e for e in entries if e[0]["key"] != s0["key"]]]
+    data2 = render("table2", {"rows": missing}, STUDY, COMMIT, outputs(tmp_path, "table2"))
+    row = data2.set_index("key").loc[s0["key"]]
+    assert row["outcome"] == "no data" and not row["degrades"] and "no metrics" in row["note"]
 
 
 def test_table3_merges_an_arm_of_three_seeds_and_keeps_runs_in_the_csv(runs: list[Any], tmp_path: Path) -> None:

@@ -267,10 +267,12 @@ def comparison_key(settings: Mapping[str, Any]) -> tuple[Any, ...]:
 def degrading_groups(entries: Sequence[RunEntry]) -> list[RunEntry]:
     """The runs Table 2 lists, decided from the data: every run with a degradation onset under the
     Section 2 criteria, plus the runs it is compared with (same ``comparison_key``), which the table
-    lists as stable where they are. A group in which no run degrades is not listed."""
+    lists as stable where they are. A group in which no run degrades is not listed. A run without
+    validation data cannot be decided and is listed too (outcome 'no data'), so a missing run is
+    never silently counted as stable."""
     sums = {id(e): summarize_run(e[1], e[0], e[2]) for e in entries}
     bad = {comparison_key(e[0]) for e in entries if sums[id(e)]["onset"] is not None}
-    return [e for e in entries if comparison_key(e[0]) in bad]
+    return [e for e in entries if comparison_key(e[0]) in bad or sums[id(e)]["n_val"] == 0]
 
 
 def table2_frames(entries: Sequence[RunEntry]) -> tuple[pd.DataFrame, pd.DataFrame]:
