@@ -151,9 +151,7 @@ def new_figure(
     fig = Figure(figsize=(width, total))
     axes = fig.subplots(nrows, ncols, squeeze=False, **subplot_kw)
     bottom = (extra + 0.45) / total
-    fig.subplots_adjust(
-        left=0.08, right=0.98, top=1.0 - 0.35 / total, bottom=bottom, hspace=0.45, wspace=0.28
-    )
+    fig.subplots_adjust(left=0.08, right=0.98, top=1.0 - 0.35 / total, bottom=bottom, hspace=0.45, wspace=0.28)
     if lines:
         note(fig, lines, y_in=FOOTER_IN + NOTE_LINE_IN * len(lines))
     return fig, axes
@@ -165,10 +163,7 @@ def note(fig: Figure, lines: Sequence[str], *, y_in: float | None = None) -> Non
         return
     h = fig.get_figheight()
     y = (y_in if y_in is not None else FOOTER_IN + NOTE_LINE_IN * len(lines)) / h
-    fig.text(
-        0.01, y, "\n".join(lines), color="#b00000", fontsize=6.5, va="top", ha="left", family="monospace"
-    )
-
+    fig.text(0.01, y, "\n".join(lines), color="#b00000", fontsize=6.5, va="top", ha="left", family="monospace")
 
 
 def stamp(fig: Figure, provenance: Provenance) -> dict[str, str]:
@@ -193,9 +188,7 @@ def save(fig: Figure, outputs: Iterable[str | Path], *, provenance: Provenance, 
         if suffix == ".pdf":
             fig.savefig(out, format="pdf", metadata={"Title": title, **meta, "CreationDate": None})
         elif suffix == ".png":
-            fig.savefig(
-                out, format="png", dpi=130, metadata={"Title": title, "Description": meta["Keywords"]}
-            )
+            fig.savefig(out, format="png", dpi=130, metadata={"Title": title, "Description": meta["Keywords"]})
         else:
             fig.savefig(out)
 

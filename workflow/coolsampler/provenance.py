@@ -53,7 +53,7 @@ class Provenance:
         cls, study: str, *, script: str = "", commit: str | None = None, cwd: str | Path | None = None
     ) -> Provenance:
         """The record for the current working tree; ``commit`` given (tests) skips git for it."""
-        return cls(study, commit or git_commit(cwd), git_dirty(cwd) if commit is None else False, script)
+        return cls(study, commit or git_commit(cwd), git_dirty(cwd) if commit is None else None, script)
 
     @property
     def revision(self) -> str:
