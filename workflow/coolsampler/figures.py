@@ -11,7 +11,8 @@ metrics are missing or whose log is incomplete is drawn as far as it goes and *n
 "runs missing/unfinished" note on the figure (tables: ``note`` column).
 
 Panel names per target, for the study config's ``figures:`` block (target -> panel -> settings
-filter). Each panel is one settings filter; a list value means "any of".
+filter, or a list of filters whose runs are combined; a list value inside a filter means "any of";
+the reserved key ``options`` is not a panel, see ``coolsampler.targets``).
 
 =======  ==========  ========================================================================
 target   panels      what the filter should select (paper caption)
@@ -37,8 +38,10 @@ fig8     a           every 7B run at N=144, including the cut replicate. Accurac
                      entropy, clip fraction, reward and gradient norm.
 table1   rows        1.5B GSM8K seeds 43/44: TIS Tb 1.0/0.8 at N=96 and 192, TIS Tb=1 at lr
                      1.5e-6 and 1e-6 (N=192). One row per arm.
-table2   rows        the runs whose events to list (degrading and stable; stable arms say so).
-table3   rows        runs for the cycle-aligned readings (7B N=144; 1.5B N=192 Tb 0.8).
+table2   rows        every run of the study: the table lists those that degrade (decided from the
+                     data) and the runs they are compared with; stable arms say so.
+table3   rows        runs for the cycle-aligned readings (7B N=144; 1.5B N=192 Tb 0.8); an arm
+                     of three or more seeds is one row with ranges, the CSV one row per run.
 table4   rows        every run of the study.
 =======  ==========  ========================================================================
 
