@@ -17,10 +17,9 @@ import pandas as pd
 import pytest
 
 from coolsampler.analysis import summarize_run
-from coolsampler.figures import availability_notes
+from coolsampler.labels import availability_notes, short_key
 from coolsampler.metrics import MetricsError, parse_jsonl, read_jsonl
 from coolsampler.metrics_schema import COLUMNS
-from coolsampler.plotting import short_key
 from coolsampler.study import parse_key
 from coolsampler.tables import table4_frames
 

@@ -4,7 +4,9 @@ missing or unfinished runs instead of dropping them."""
 from __future__ import annotations
 
 import json
+import os
 import re
+import subprocess
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -12,11 +14,12 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from coolsampler import plotting
+from coolsampler import labels, plotting, provenance
 from coolsampler.analyze_cli import analyze
-from coolsampler.figures import TARGETS, availability_notes, load_panels, render, run_snakemake_target
+from coolsampler.labels import availability_notes
 from coolsampler.synthetic import DEMO_FIGURES, demo_panels, demo_runs
-from coolsampler.tables import to_latex, to_markdown
+from coolsampler.targets import TARGETS, load_panels, render, run_snakemake_target
+from coolsampler.writers import to_latex, to_markdown
 
 STUDY, COMMIT = "teststudy", "abc1234"
 
@@ -27,17 +30,14 @@ def runs() -> list[tuple[Any, pd.DataFrame, Any]]:
 
 
 def outputs(tmp_path: Path, target: str) -> list[Path]:
-    kind = TARGETS[target][1]
-    return [
-        tmp_path / f"{target}{s}" for s in ((".pdf", ".png") if kind == "figure" else (".csv", ".tex", ".md"))
-    ]
+    return [tmp_path / f"{target}{s}" for s in TARGETS[target].suffixes]
 
 
 def test_registry_panels_match_the_demo_figures_block() -> None:
     assert set(TARGETS) == {f"fig{i}" for i in range(1, 9)} | {f"table{i}" for i in range(1, 5)}
-    for target, (_, kind, panels) in TARGETS.items():
-        assert kind in ("figure", "table")
-        assert sorted(DEMO_FIGURES[target]) == sorted(panels), target
+    for target, spec in TARGETS.items():
+        assert spec.kind in ("figure", "table")
+        assert sorted(DEMO_FIGURES[target]) == sorted(spec.panels), target
 
 
 @pytest.mark.parametrize("target", sorted(TARGETS))
@@ -48,7 +48,7 @@ def test_target_renders(target: str, runs: list[Any], tmp_path: Path) -> None:
     render(target, panels, STUDY, COMMIT, outs)
     for out in outs:
         assert out.exists() and out.stat().st_size > 0, out
-    if TARGETS[target][1] == "figure":
+    if TARGETS[target].kind == "figure":
         pdf = outs[0].read_bytes()
         assert pdf.startswith(b"%PDF")
         assert f"study={STUDY} commit={COMMIT}".encode() in pdf  # PDF Info /Keywords
@@ -86,7 +86,8 @@ def test_missing_run_is_named_on_the_figure(
     render("fig1", panels, STUDY, COMMIT, outputs(tmp_path, "fig1"))
     text = _figure_text(figs[0])
     assert "runs missing/unfinished" in text
-    assert plotting.short_key(settings) in text.replace("\n", " ") or "missing" in text
+    # the note names *this* run (its key, whole: notes never break inside a key) and why
+    assert f"{labels.short_key(settings)}: missing" in text.replace("\n", " ")
     assert f"study {STUDY} | commit {COMMIT}" in text
 
 
@@ -206,9 +207,33 @@ def test_snakemake_script_logic(runs: list[Any], tmp_path: Path) -> None:
     assert "Traceback" in (tmp_path / "fig3.log").read_text()
 
 
-def test_git_commit_fallback(tmp_path: Path) -> None:
-    assert plotting.git_commit(tmp_path) == "unknown"
-    assert re.fullmatch(r"[0-9a-f]{4,}|unknown", plotting.git_commit())
+def _git(repo: Path, *args: str) -> str:
+    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
+    out = subprocess.run(
+        ["git", *args], cwd=repo, capture_output=True, text=True, check=True, env={**os.environ, **env}
+    )
+    return out.stdout.strip()
+
+
+def test_provenance_commit_and_dirty_flag(tmp_path: Path) -> None:
+    """The commit is the tree's HEAD, '+dirty' when a tracked file differs from it; 'unknown' only
+    outside git. Checked on a repository made here, so the test does not depend on where it runs."""
+    assert provenance.git_commit(tmp_path) == "unknown" and provenance.git_dirty(tmp_path) is None
+    _git(tmp_path, "init", "-q")
+    (tmp_path / "code.py").write_text("x = 1\n")
+    _git(tmp_path, "add", "code.py")
+    _git(tmp_path, "commit", "-qm", "one")
+    head = _git(tmp_path, "rev-parse", "--short", "HEAD")
+    assert re.fullmatch(r"[0-9a-f]{4,}", head)
+    assert provenance.git_commit(tmp_path) == head
+    assert provenance.git_dirty(tmp_path) is False
+    (tmp_path / "untracked.txt").write_text("results do not count\n")
+    assert provenance.git_dirty(tmp_path) is False
+    (tmp_path / "code.py").write_text("x = 2\n")
+    assert provenance.git_dirty(tmp_path) is True
+    prov = provenance.Provenance.here("s", script="workflow/scripts/figure.py", cwd=tmp_path)
+    assert prov.footer() == f"study s | commit {head}+dirty | workflow/scripts/figure.py"
+    assert f"commit={head}+dirty" in prov.pdf_metadata()["Keywords"]
 
 
 def test_analyze_text(tmp_path: Path) -> None:

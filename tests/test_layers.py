@@ -16,6 +16,10 @@ LIGHT = [
     "coolsampler.tables",
     "coolsampler.figures",
     "coolsampler.plotting",
+    "coolsampler.labels",
+    "coolsampler.provenance",
+    "coolsampler.writers",
+    "coolsampler.targets",
     "coolsampler.cli",
     "coolsampler.launch",
     "coolsampler.train_job",
@@ -41,7 +45,8 @@ def test_light_modules_import_no_heavy_stack():
 def test_worker_code_imports_no_analysis():
     code = "import sys, coolsampler.worker.losses, coolsampler.worker.controller, coolsampler.worker.verl_config\n" + (
         "print([m for m in sys.modules if m in "
-        "('coolsampler.analysis','coolsampler.figures','coolsampler.tables','coolsampler.plotting')])"
+        "('coolsampler.analysis','coolsampler.figures','coolsampler.tables','coolsampler.plotting',"
+        "'coolsampler.labels','coolsampler.targets','coolsampler.writers')])"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"

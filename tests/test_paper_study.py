@@ -11,14 +11,37 @@ from typing import Any
 import pytest
 import yaml
 
-from coolsampler.figures import TARGETS
 from coolsampler.study import Study, StudyError, load_study, parse_key, study_from_dict
+from coolsampler.targets import TARGETS, panel_filters
 
 PAPER = Path(__file__).resolve().parents[1] / "config" / "paper.yaml"
 
-# 55 runs in Appendix D; 53 are identifiable from the text, captions and Tables 1-3 (the header of
-# config/paper.yaml says how they were counted and which two are unaccounted for).
-PAPER_RUNS = 53
+# Run counts, each derived from the paper's own sentences and captions (quoted), not from the study
+# file's header: the test fails if config/paper.yaml drifts from what the paper says.
+# 1.5B GSM8K N=64: Table 4 row 1 (no IS, Tb 1.0, seed 1).
+N64 = 1
+# 1.5B GSM8K N=96: Sec 3.1 "three data seeds end at 0.861, 0.860 and 0.864" (Tb 1) and "with Tb=0.8 the
+# three seeds end at 0.856, 0.860 and 0.865"; Table 4 row 3 (Tb 0.8, learner tied, seed 1); Fig 6a
+# "Plain GRPO with a cooled sampler and no correction (three seeds, plus a variant that cools further
+# whenever the KL grows)"; Fig 7a "a saturation-triggered controller (with and without a KL gate) and
+# a linear schedule ... a doubled learning rate".
+N96 = 3 + 3 + 1 + (3 + 1) + (2 + 1 + 1)
+# 1.5B GSM8K N=192: Fig 1a "Tb=1.0 all three data seeds ... Tb=0.8 (three data seeds ..., plus one run
+# with the learner tied to 0.8); Tb=0.9"; Fig 4 "Tis at Tb=1 ... at 1.5e-6 and 1e-6 ... mu-GRPO (solid
+# Tb=1, dashed 0.8) ... data seeds 43 and 44 for every arm"; Table 2 row 4 "Tis + controller".
+N192 = (3 + 3 + 1 + 1) + (2 * 2) + (2 * 2) + 1
+# 1.5B GSM8K N=288: Fig 5a "every temperature"; Sec 4 "0.8 degrades at step 250, 0.7 at 190-200, 0.6 at
+# 300" and "the Tb=0.7 runs" (two), with Tb 1.0 ("The uncooled run degrades at step 190").
+N288 = 1 + 1 + 2 + 1
+# 1.5B MATH: Fig 5c (standard lr, N=192, both temperatures, one run each: "0.682 versus 0.698"); Fig 5b
+# "uncooled runs collapse in both seeds ... cooled runs" (2 + 2) and "Tb=0.6 is worse than 0.8" (1);
+# Fig 6b "the uncorrected cooled run" at N=96 (1).
+MATH = 2 + (2 + 2 + 1) + 1
+# 7B GSM8K: Fig 3b (N=192: "the uncooled run", "the cooled run"); Fig 8 "two data seeds per arm, plus a
+# first attempt at the cooled seed-1 arm that ended at step 287".
+B7_N192, B7_N144 = 2, 2 * 2 + 1
+PAPER_RUNS = N64 + N96 + N192 + N288 + MATH + B7_N192 + B7_N144
+APPENDIX_D_RUNS = 55  # "The 55 runs in Appendix D total roughly 220 GPU-box-hours"
 
 B15 = "qwen2.5-math-1.5b/gsm8k/"
 B15_MATH = "qwen2.5-math-1.5b/math/"
@@ -48,22 +71,26 @@ def test_header(study: Study) -> None:
 def test_run_count(study: Study) -> None:
     assert len(study.runs) == PAPER_RUNS
     assert len({r.key for r in study.runs}) == PAPER_RUNS
+    # two of Appendix D's runs are not identifiable from the text (config/paper.yaml's header)
+    assert APPENDIX_D_RUNS - PAPER_RUNS == 2
 
 
 def test_matrix_shape(study: Study) -> None:
-    """Counts per block, as tallied in the header of config/paper.yaml."""
+    """Counts per block, each derived from the paper's text above."""
 
     def n(**want: Any) -> int:
         return len(study.select(want))
 
-    assert n(model="qwen2.5-math-1.5b", task="gsm8k", N=64) == 1
-    assert n(model="qwen2.5-math-1.5b", task="gsm8k", N=96) == 15
-    assert n(model="qwen2.5-math-1.5b", task="gsm8k", N=192) == 17
-    assert n(model="qwen2.5-math-1.5b", task="gsm8k", N=288) == 5
-    assert n(task="math") == 8
-    assert n(model="qwen2.5-math-7b") == 7
-    assert n(replicate="cut") == 1
-    assert n(replicate="rerun") == 1
+    assert n(model="qwen2.5-math-1.5b", task="gsm8k", N=64) == N64
+    assert n(model="qwen2.5-math-1.5b", task="gsm8k", N=96) == N96
+    assert n(model="qwen2.5-math-1.5b", task="gsm8k", N=192) == N192
+    assert n(model="qwen2.5-math-1.5b", task="gsm8k", N=288) == N288
+    assert n(task="math") == MATH
+    assert n(model="qwen2.5-math-7b", N=192) == B7_N192
+    assert n(model="qwen2.5-math-7b", N=144) == B7_N144
+    assert n(replicate="cut") == 1  # Fig 8: "a first attempt ... that ended at step 287"
+    # Table 1: "data seeds 43 and 44" for its six arms; Table 4's rendered rows use seed 1 besides
+    assert n(model="qwen2.5-math-1.5b", task="gsm8k", N=[96, 192], correction="tis", seed=[43, 44]) == 6 * 2
     cut = study.select({"replicate": "cut"})[0]
     assert cut.key == B7 + "N144_lr2e-6_tis_Tb0.8_Tl1_s1_st287_cut"
     assert cut.steps == 287
@@ -89,8 +116,8 @@ def test_keys_round_trip(study: Study) -> None:
 
 def test_figures_block_names_every_target_and_panel(study: Study) -> None:
     assert set(study.figures) == set(TARGETS)
-    for target, (_, _, panels) in TARGETS.items():
-        assert sorted(study.figures[target]) == sorted(panels), target
+    for target, spec in TARGETS.items():
+        assert sorted(panel_filters(study.figures[target])) == sorted(spec.panels), target
 
 
 def test_fig1(study: Study) -> None:
@@ -192,12 +219,22 @@ def test_fig8(study: Study) -> None:
 
 
 def test_fig2_rows_are_fixed_tb_tis(study: Study) -> None:
+    """Fig 2: every importance-corrected run at Tb 1.0 / 0.8 (learner at 1), each row at one learning
+    rate: 2e-6, except MATH N=288 at 4e-6 (Sec 4 'A harder task'). No doubled-lr GSM8K run (Fig 7a),
+    no lower-lr run (Fig 4), no replicate (the cut 7B run is not a seed)."""
     runs = study.select(study.figures["fig2"]["a"])
-    assert len(runs) == 28
     assert all(r.correction == "tis" and r.Tb.kind == "fixed" and r.Tl == 1.0 for r in runs)
     assert {r.Tb.value for r in runs} == {1.0, 0.8}
-    rows = {(r.model, r.task, r.N) for r in runs}
-    assert rows == {
+    assert not [r.key for r in runs if r.replicate]
+    assert {r.key for r in runs if r.lr != 2e-6} == {
+        B15_MATH + f"N288_lr4e-6_tis_Tb{tb}_Tl1_s{s}" for tb in ("1", "0.8") for s in (1, 43)
+    }
+    assert B15 + "N96_lr4e-6_tis_Tb0.8_Tl1_s1" not in {r.key for r in runs}
+    rows: dict[tuple[str, str, int], set[float]] = {}
+    for r in runs:
+        rows.setdefault((r.model, r.task, r.N), set()).add(r.lr)
+    assert all(len(lrs) == 1 for lrs in rows.values()), rows  # one learning rate per row
+    assert set(rows) == {
         ("qwen2.5-math-1.5b", "gsm8k", 96),
         ("qwen2.5-math-1.5b", "gsm8k", 192),
         ("qwen2.5-math-1.5b", "gsm8k", 288),
@@ -206,6 +243,12 @@ def test_fig2_rows_are_fixed_tb_tis(study: Study) -> None:
         ("qwen2.5-math-7b", "gsm8k", 144),
         ("qwen2.5-math-7b", "gsm8k", 192),
     }
+    # per row: the seeds the text names (3 at 1.5B GSM8K N=96/192, two on MATH N=288 and 7B N=144)
+    per_row = {k: sum(1 for r in runs if (r.model, r.task, r.N) == k) for k in rows}
+    assert per_row[("qwen2.5-math-1.5b", "gsm8k", 96)] == 6
+    assert per_row[("qwen2.5-math-1.5b", "gsm8k", 192)] == 6
+    assert per_row[("qwen2.5-math-7b", "gsm8k", 144)] == 4
+    assert per_row[("qwen2.5-math-1.5b", "math", 288)] == 4
 
 
 def test_table1(study: Study) -> None:
@@ -224,20 +267,17 @@ def test_table1(study: Study) -> None:
 
 
 def test_table2_and_table3(study: Study) -> None:
-    t2 = selected(study, "table2", "rows")
-    assert len(t2) == 14
-    assert all(k.startswith(B15 + "N192_lr2e-6_tis_") or k.startswith(B15 + "N288_lr2e-6_tis_") for k in t2)
-    t3 = selected(study, "table3", "rows")
-    # the caption's runs: 7B N=144 (all five) and 1.5B N=192 Tb 0.8 (three seeds)...
-    named = selected(study, "fig8", "a") | {
-        B15 + f"N192_lr2e-6_tis_Tb0.8_Tl1_s{s}" for s in (1, 43, 44)
-    }
-    assert named <= t3
-    # ...plus the superset one filter cannot avoid (7B N=192, 1.5B N=192 Tb 1.0)
-    assert t3 - named == {
-        B7 + "N192_lr2e-6_tis_Tb1_Tl1_s1",
-        B7 + "N192_lr2e-6_tis_Tb0.8_Tl1_s1",
-    } | {B15 + f"N192_lr2e-6_tis_Tb1_Tl1_s{s}" for s in (1, 43, 44)}
+    # Table 2 lists "every degrading run" (Sec 2): which ones is read from the data, so it sees all runs
+    assert selected(study, "table2", "rows") == {r.key for r in study.runs}
+    # Table 3's rendered rows: 7B N=144 cooled seed 1 (full), seed 1 (cut), seed 43, uncooled seeds 1
+    # and 43; 1.5B N=192 Tb 0.8, 3 seeds
+    assert selected(study, "table3", "rows") == {
+        B7 + "N144_lr2e-6_tis_Tb0.8_Tl1_s1",
+        B7 + "N144_lr2e-6_tis_Tb0.8_Tl1_s1_st287_cut",
+        B7 + "N144_lr2e-6_tis_Tb0.8_Tl1_s43",
+        B7 + "N144_lr2e-6_tis_Tb1_Tl1_s1",
+        B7 + "N144_lr2e-6_tis_Tb1_Tl1_s43",
+    } | {B15 + f"N192_lr2e-6_tis_Tb0.8_Tl1_s{s}" for s in (1, 43, 44)}
 
 
 def test_table4_is_every_run(study: Study) -> None:

@@ -17,6 +17,7 @@ import pytest
 from coolsampler.paths import Layout
 from coolsampler.rehearsal import REHEARSAL_STEPS, arm, choose_runs, rehearsal_study
 from coolsampler.study import load_study
+from coolsampler.targets import panel_filters
 from tests.stack import copy_repo
 
 REPO = Path(__file__).resolve().parents[1]
@@ -35,8 +36,8 @@ def test_rehearsal_covers_every_arm_and_every_panel():
     assert any(r.Tb.kl_gate for r in REHEARSAL.runs) and any(
         r.Tb.kind == "saturation" and not r.Tb.kl_gate for r in REHEARSAL.runs
     )
-    for target, panels in PAPER.figures.items():
-        for panel, filt in panels.items():
+    for target, entry in PAPER.figures.items():
+        for panel, filt in panel_filters(entry).items():
             assert REHEARSAL.select(filt), f"{target} panel {panel} has no rehearsal run"
     # the fewest: removing any chosen run loses an arm or a panel
     assert len(REHEARSAL.runs) == len(choose_runs(PAPER)) <= 20

@@ -35,24 +35,54 @@ def snakemake(*args: str, cwd: Path = REPO, timeout: int = 120) -> subprocess.Co
     )
 
 
-def jobs(out: str, rule: str) -> list[str]:
-    """Outputs of the jobs of ``rule`` in a ``snakemake -n`` listing."""
+def jobs(out: str, rule: str, field: str = "output") -> list[str]:
+    """The ``field`` line (output, input) of each job of ``rule`` in a ``snakemake -n`` listing."""
     found = []
     for block in re.split(r"\n(?=(?:localrule|rule) )", out):
         if re.match(rf"(?:localrule|rule) {rule}:", block):
-            m = re.search(r"output: ([^\n]+)", block)
+            m = re.search(rf"{field}: ([^\n]+)", block)
             found.append(m.group(1) if m else "")
     return found
+
+
+def trained_keys(out: str) -> set[str]:
+    """Run keys of the training jobs in a ``snakemake -n`` listing."""
+    return {re.search(r"results/runs/(.+?)/train\.jsonl", t).group(1) for t in jobs(out, "train")}
 
 
 def test_dry_run_paper_fig1_lists_exactly_its_8_training_runs():
     res = snakemake("-n", "--configfile=config/paper.yaml", "results/fig1.pdf")
     assert res.returncode == 0, res.stderr
-    trains = jobs(res.stdout, "train")
-    keys = {re.search(r"results/runs/(.+?)/train\.jsonl", t).group(1) for t in trains}
-    assert keys == FIG1_KEYS
+    assert trained_keys(res.stdout) == FIG1_KEYS
     assert len(jobs(res.stdout, "parse")) == 8
-    assert "verl_wheel" in res.stdout or Path(REPO, "results/build").exists()
+    # every training job takes the patched verl wheel as an input (built or not: the DAG says so)
+    wheel = re.compile(r"results/build/verl-0\.9\.1\+coolsampler\.[0-9a-f]+-py3-none-any\.whl")
+    inputs = jobs(res.stdout, "train", field="input")
+    assert len(inputs) == 8 and all(wheel.search(i) for i in inputs), inputs
+
+
+def test_dry_run_fig2_averages_no_doubled_lr_run_and_no_cut_run():
+    """Fig 2's cooled GSM8K N=96 mean holds the 2e-6 seeds only; the cut 7B run is not a seed."""
+    res = snakemake("-n", "--configfile=config/paper.yaml", "results/fig2.pdf")
+    assert res.returncode == 0, res.stderr
+    keys = trained_keys(res.stdout)
+    assert len(keys) == 26
+    assert "qwen2.5-math-1.5b/gsm8k/N96_lr4e-6_tis_Tb0.8_Tl1_s1" not in keys
+    assert not [k for k in keys if k.endswith("_cut")]
+    assert {k for k in keys if "lr4e-6" in k} == {
+        f"qwen2.5-math-1.5b/math/N288_lr4e-6_tis_Tb{tb}_Tl1_s{s}" for tb in ("1", "0.8") for s in (1, 43)
+    }
+
+
+def test_dry_run_table2_depends_on_every_run_of_the_study():
+    """Which runs degrade is read from the data, so Table 2 waits for every run."""
+    from coolsampler.study import load_study
+
+    res = snakemake("-n", "--configfile=config/paper.yaml", "results/table2.csv")
+    assert res.returncode == 0, res.stderr
+    every = {r.key for r in load_study(REPO / "config/paper.yaml").runs}
+    assert trained_keys(res.stdout) == every
+    assert len(jobs(res.stdout, "parse")) == len(every)
 
 
 @pytest.mark.parametrize("target", [f"fig{i}" for i in range(1, 9)] + [f"table{i}" for i in range(1, 5)])

@@ -239,11 +239,14 @@ def cycle_readings(metrics: pd.DataFrame | None, N: int) -> pd.DataFrame:
     """Table 3's cycle-aligned readings, one row per cycle that the log reaches.
 
     Columns: ``cycle``; ``kl`` and ``clip`` (means of ``kl`` and ``clip_frac`` over ages 55-65
-    inclusive); ``entropy_start`` (mean ``entropy`` over ages 0-4); ``n_mid`` and ``n_start``, the
-    number of logged steps each mean is over, so a partial window (a cut run, missing steps) is
-    visible rather than silently averaged as if whole. A mean over zero steps is NaN.
+    inclusive); ``entropy_start`` (mean ``entropy`` over ages 0-4); ``clip_cycle`` and
+    ``reward_cycle`` (means of ``clip_frac`` and ``reward`` over every logged step of the cycle:
+    Section 3.3's "ran 84-95% of its responses to the length limit and kept the training reward
+    below 0.2" for a whole second cycle); ``n_mid`` and ``n_start``, the number of logged steps each
+    window mean is over, so a partial window (a cut run, missing steps) is visible rather than
+    silently averaged as if whole. A mean over zero steps is NaN.
     """
-    cols = ["cycle", "kl", "entropy_start", "clip", "n_mid", "n_start"]
+    cols = ["cycle", "kl", "entropy_start", "clip", "clip_cycle", "reward_cycle", "n_mid", "n_start"]
     if metrics is None or metrics.empty:
         return pd.DataFrame(columns=cols)
     m = metrics.sort_values("step")
@@ -254,12 +257,15 @@ def cycle_readings(metrics: pd.DataFrame | None, N: int) -> pd.DataFrame:
     for c in sorted(set(cyc.tolist())):
         mid = (cyc == c) & (age >= lo) & (age <= hi)
         start = (cyc == c) & (age < CYCLE_START_STEPS)
+        whole = (cyc == c) & (steps > 0)
         rows.append(
             {
                 "cycle": int(c),
                 "kl": _nanmean(m, "kl", mid),
                 "entropy_start": _nanmean(m, "entropy", start),
                 "clip": _nanmean(m, "clip_frac", mid),
+                "clip_cycle": _nanmean(m, "clip_frac", whole),
+                "reward_cycle": _nanmean(m, "reward", whole),
                 "n_mid": int(mid.sum()),
                 "n_start": int(start.sum()),
             }

@@ -14,8 +14,10 @@ from typing import Any
 import pandas as pd
 
 from coolsampler.analysis import summarize_run
+from coolsampler.labels import DASH
 from coolsampler.metrics_schema import RunStatus
-from coolsampler.tables import DASH, f3, fkl, flead, fstep, table1_frames, to_markdown
+from coolsampler.tables import f3, fkl, flead, fstep, table1_frames
+from coolsampler.writers import to_markdown
 
 
 def infer_N(metrics: pd.DataFrame) -> int | None:
@@ -37,7 +39,7 @@ def load_any(path: str | Path) -> tuple[pd.DataFrame, RunStatus | None]:
     """A metrics table and its status from a JSONL log, a parquet/CSV table (+ status.json beside it)."""
     p = Path(path)
     if p.suffix in (".parquet", ".csv"):
-        from coolsampler.figures import load_metrics, load_status
+        from coolsampler.targets import load_metrics, load_status
 
         df = load_metrics(p)
         if df is None:
@@ -81,8 +83,7 @@ def run_text(path: str, summary: Mapping[str, Any], settings: Mapping[str, Any],
     state = "complete" if s["complete"] else "NOT complete"
     lines = [
         f"== {path}",
-        f"   steps up to {fstep(last)} ({state}); N={settings.get('N', DASH)} ({how});"
-        f" {s['n_val']} validations",
+        f"   steps up to {fstep(last)} ({state}); N={settings.get('N', DASH)} ({how}); {s['n_val']} validations",
         f"   peak {f3(s['peak'])} at step {fstep(s['peak_step'])}; final {f3(s['final'])}",
     ]
     if s["onset"] is None:

@@ -105,11 +105,17 @@ def parse_jsonl(
     expected_steps: int | None = None,
     val_every: int | None = None,
     run: str | None = None,
+    max_response_length: int | None = None,
 ) -> tuple[pd.DataFrame, RunStatus]:
     """Parse one run's verl JSONL. ``expected_steps``/``val_every`` let the status say what is missing.
 
     Values that are null, NaN or infinite are kept as NaN/inf in the table (they are what the run
     logged) but every such step is reported, so a summary over them carries a note.
+
+    ``max_response_length``: the run's configured limit, which ``clip_frac`` is measured against
+    (``length_clip_fraction``). None: read from ``run.yaml`` beside the log (``recipe``), as the
+    training job writes it; if that is absent too, ``clip_frac`` is NaN rather than verl's
+    batch-width fraction.
     """
     run = run or str(path)
     by_step, problems = read_jsonl(path)
@@ -144,6 +150,8 @@ def parse_jsonl(
                 )
     else:
         problems.append("no training step logged (the run died before step 1)")
+    limit = max_response_length if max_response_length is not None else configured_max_response_length(path)
+    df["clip_frac"] = length_clip_fraction(df["clip_frac"], df["response_length_max"], limit)
     df = coerce(df)
     # A column the run logs (somewhere) but some steps lack, or logged as null/NaN/inf: keep the
     # rows, say so. val_acc is sparse by design; its gaps are the validation check below.
@@ -174,6 +182,42 @@ def parse_jsonl(
             problems.append(f"{len(lost)} validation point(s) missing (first: step {lost[0]})")
     status = RunStatus(complete=not problems, last_step=last, expected_steps=expected, problems=problems)
     return df, status
+
+
+def configured_max_response_length(log: str | Path) -> int | None:
+    """The max response length a run was trained with, from ``run.yaml`` beside its log (or None)."""
+    run_yaml = Path(log).with_name("run.yaml")
+    if not run_yaml.exists():
+        return None
+    import yaml
+
+    try:
+        recipe = (yaml.safe_load(run_yaml.read_text()) or {}).get("recipe") or {}
+        value = recipe.get("max_response_length")
+    except (yaml.YAMLError, AttributeError):
+        return None
+    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def length_clip_fraction(clip_ratio: pd.Series, longest: pd.Series, limit: int | None) -> pd.Series:
+    """Fraction of sampled responses that ran to the configured length limit, from verl's metrics.
+
+    verl logs ``response_length/clip_ratio`` = mean(length == width of the padded response batch)
+    and ``response_length/max`` = the longest response. Where the batch is padded to its longest
+    response, that ratio is at least 1/batch even when no response reached the limit. The two
+    logged numbers give the right answer without per-sample lengths: if the longest response
+    reached the limit, the width is the limit and the ratio counts exactly the responses at it;
+    otherwise no response reached it and the fraction is 0. Seen on the patched verl 0.9.1 stack
+    (smoke study, limit 8): ``response_length/max`` 4, ``clip_ratio`` 0.375, i.e. 24 of 64 responses
+    "clipped" at length 4, none at 8. Where a batch is padded to the limit the ratio is already right
+    and this changes nothing. NaN where ``limit`` is unknown or a step lacks either metric.
+    """
+    ratio = pd.to_numeric(clip_ratio, errors="coerce").astype("float64")
+    if limit is None:
+        return pd.Series(np.nan, index=ratio.index)
+    top = pd.to_numeric(longest, errors="coerce").astype("float64")
+    out = ratio.where(top >= float(limit), 0.0)
+    return out.where(ratio.notna() & top.notna())
 
 
 def coerce(df: pd.DataFrame) -> pd.DataFrame:

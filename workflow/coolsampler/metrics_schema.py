@@ -1,7 +1,7 @@
 """The per-run metrics table: one row per training step. Defined once, here.
 
-``metrics.parquet`` in every run directory has exactly these columns (``veto_frac`` and
-``temperature`` may be all-NaN where the run has no such mechanism). The parser
+``metrics.parquet`` in every run directory has exactly these columns (``veto_frac``,
+``ratio_clip_frac`` and ``temperature`` may be all-NaN where the run has no such mechanism). The parser
 (``coolsampler.metrics``) fills it from verl's JSONL; the analysis reads nothing else.
 Run-level facts (finished or not, why) live in the table's metadata (see ``RunStatus``).
 """
@@ -28,13 +28,28 @@ COLUMNS: dict[str, tuple[str, str, tuple[str, ...]]] = {
     # mu-GRPO runs in bypass mode, where verl skips its rollout-correction metrics: the loss logs it.
     "kl": (
         "float64",
-        "learner-sampler KL per token, mean(log q - log pi)",
+        "learner-sampler KL per token: verl's k1 estimator, mean over the sampler's response tokens of"
+        " log q - log pi (token-weighted; can be negative on a batch)",
         ("rollout_corr/kl", "actor/rollout_corr/kl"),
+    ),
+    "k3_kl": (
+        "float64",
+        "learner-sampler KL per token, verl's k3 estimator mean(r - 1 - log r), r = pi/q: never negative",
+        ("rollout_corr/k3_kl", "actor/rollout_corr/k3_kl"),
     ),
     # verl logs actor/entropy from its old-log-prob pass; in bypass mode (μ-GRPO) that pass is skipped and
     # the actor update's entropy (actor/entropy_loss: the same token-mean, of the policy being updated) stands in
     "entropy": ("float64", "learner entropy per token", ("actor/entropy", "actor/entropy_loss")),
-    "clip_frac": ("float64", "fraction of responses at the length limit", ("response_length/clip_ratio",)),
+    # verl's response_length/clip_ratio counts responses whose length equals the *padded batch width*.
+    # The parser keeps it only where the batch's longest response reached the configured limit
+    # (response_length/max >= max_response_length, then width = limit); otherwise no response was cut
+    # and the fraction is 0. Without the configured limit it is NaN (coolsampler.metrics).
+    "clip_frac": (
+        "float64",
+        "fraction of sampled responses that ran to the configured max response length",
+        ("response_length/clip_ratio",),
+    ),
+    "response_length_max": ("float64", "longest sampled response this step (tokens)", ("response_length/max",)),
     "reward": ("float64", "mean training reward", ("critic/score/mean",)),
     "grad_norm": ("float64", "actor gradient norm", ("actor/grad_norm",)),
     "is_cap_frac": (
@@ -44,6 +59,11 @@ COLUMNS: dict[str, tuple[str, str, tuple[str, ...]]] = {
     ),
     "kl_to_init": ("float64", "learner KL to the initial (reference) policy", ("actor/kl_loss",)),
     "veto_frac": ("float64", "mu-GRPO: fraction of responses vetoed (NaN otherwise)", ("actor/mu_grpo/veto_frac",)),
+    "ratio_clip_frac": (
+        "float64",
+        "mu-GRPO: fraction of response tokens where clip(rho, 0, 5) is active (rho > 5, A > 0; NaN otherwise)",
+        ("actor/mu_grpo/clip_frac",),
+    ),
     "temperature": ("float64", "sampler temperature used this step", ("sampler/temperature",)),
 }
 

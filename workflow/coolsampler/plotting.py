@@ -11,7 +11,6 @@ it runs headless without configuring a backend.
 
 from __future__ import annotations
 
-import subprocess
 import textwrap
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -21,8 +20,11 @@ from matplotlib.axes import Axes
 from matplotlib.colors import to_rgb
 from matplotlib.figure import Figure
 
+from coolsampler.labels import DEFAULT_LR, tb_initial, tb_kind
+from coolsampler.provenance import Provenance
+
 # --------------------------------------------------------------------------------------------------
-# Colours and labels
+# Colours (the text of labels is coolsampler.labels)
 
 UNCOOLED = "#ff7f0e"  # Tb = 1.0
 COOLED = "#1f77b4"  # Tb = 0.8
@@ -43,23 +45,6 @@ KIND_COLOURS: dict[str, str] = {
 MU_GRPO = "#2ca02c"  # green: Figure 4 draws mu-GRPO in green (solid Tb = 1, dashed 0.8)
 OTHER = "#555555"
 REFRESH_GREY = "#9a9a9a"
-DEFAULT_LR = 2e-6
-
-
-def tb_kind(settings: Mapping[str, Any]) -> str:
-    """'fixed', 'linear', 'saturation', 'saturation+kl' or 'kl_cooling' from Run.settings()."""
-    kind = settings.get("Tb_kind", "fixed")
-    tb = settings.get("Tb")
-    if kind == "saturation" and isinstance(tb, Mapping) and tb.get("kl_gate"):
-        return "saturation+kl"
-    return kind
-
-
-def tb_initial(settings: Mapping[str, Any]) -> float:
-    if "Tb_initial" in settings:
-        return float(settings["Tb_initial"])
-    tb = settings.get("Tb", 1.0)
-    return float(tb["start"]) if isinstance(tb, Mapping) else float(tb)
 
 
 def tb_colour(settings: Mapping[str, Any]) -> str:
@@ -90,66 +75,7 @@ def run_colour(settings: Mapping[str, Any]) -> Any:
     lr = float(settings.get("lr", DEFAULT_LR))
     if abs(lr - DEFAULT_LR) <= 1e-12:
         return base
-    return (
-        shade(base, 1.0 + min(0.6, 0.6 * (DEFAULT_LR - lr) / DEFAULT_LR))
-        if lr < DEFAULT_LR
-        else shade(base, 0.6)
-    )
-
-
-def _fmt_num(x: float) -> str:
-    """Short number text: 1.0 -> '1', 0.8 -> '0.8', 4e-06 -> '4e-6', 1.5e-06 -> '1.5e-6'."""
-    s = f"{x:g}"
-    if "e" in s:
-        mant, exp = s.split("e")
-        s = f"{mant}e{int(exp)}"
-    return s
-
-
-def tb_label(settings: Mapping[str, Any]) -> str:
-    """'Tb=0.8', 'Tb 0.8->1.0 (linear)', 'saturation controller (KL gate)', ..."""
-    kind = tb_kind(settings)
-    tb = settings.get("Tb")
-    if kind == "fixed":
-        return f"Tb={_fmt_num(tb_initial(settings))}"
-    if kind == "linear" and isinstance(tb, Mapping):
-        return f"Tb {_fmt_num(float(tb['start']))}->{_fmt_num(float(tb['end']))} (linear)"
-    if kind.startswith("saturation"):
-        return "saturation controller" + (" + KL gate" if kind.endswith("+kl") else "")
-    if kind == "kl_cooling":
-        return "KL-triggered cooling"
-    return f"Tb {kind}"
-
-
-CORRECTION_LABELS = {"tis": "TIS", "none": "no correction", "mu_grpo": "mu-GRPO"}
-
-
-def run_label(settings: Mapping[str, Any], *, seed: bool = True, correction: bool = False) -> str:
-    """Legend label of a run: temperature, then only the settings that distinguish it."""
-    parts = []
-    if correction:
-        parts.append(CORRECTION_LABELS.get(settings.get("correction", ""), str(settings.get("correction"))))
-    parts.append(tb_label(settings))
-    if settings.get("Tl") == "tied":
-        parts.append("Tl tied")
-    lr = float(settings.get("lr", DEFAULT_LR))
-    if abs(lr - DEFAULT_LR) > 1e-12:
-        parts.append(f"lr {_fmt_num(lr)}")
-    if seed and "seed" in settings:
-        parts.append(f"s{settings['seed']}")
-    if settings.get("replicate"):
-        parts.append(str(settings["replicate"]))
-    return " ".join(parts)
-
-
-def short_key(settings: Mapping[str, Any]) -> str:
-    """A run's key without the model's long name prefix, for notes: '1.5B/gsm8k/N192_..._s43'."""
-    key = str(settings.get("key", ""))
-    if not key:
-        return run_label(settings, correction=True)
-    model, _, rest = key.partition("/")
-    size = model.rsplit("-", 1)[-1].upper() if "-" in model else model
-    return f"{size}/{rest}"
+    return shade(base, 1.0 + min(0.6, 0.6 * (DEFAULT_LR - lr) / DEFAULT_LR)) if lr < DEFAULT_LR else shade(base, 0.6)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -195,23 +121,14 @@ NOTE_LINE_IN = 0.15  # inches per line of the missing/unfinished note
 NOTE_WRAP = 150  # characters per note line at full width
 
 
-def git_commit(cwd: str | Path | None = None) -> str:
-    """Short commit of the working tree (``git rev-parse --short HEAD``), or 'unknown'."""
-    try:
-        out = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], cwd=cwd, capture_output=True, text=True, timeout=10
-        )
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
-    return out.stdout.strip() if out.returncode == 0 and out.stdout.strip() else "unknown"
-
-
 def note_lines(notes: Sequence[str], width_in: float) -> list[str]:
     """The note text wrapped to the figure width, one ``runs missing/unfinished:`` paragraph."""
     if not notes:
         return []
     text = "runs missing/unfinished: " + "; ".join(notes)
-    return textwrap.wrap(text, width=max(40, int(NOTE_WRAP * width_in / 12.0)))
+    # never break inside a run key (keys hold hyphens: '2e-6'), so a note can be searched for a key
+    width = max(40, int(NOTE_WRAP * width_in / 12.0))
+    return textwrap.wrap(text, width=width, break_on_hyphens=False, break_long_words=False)
 
 
 def new_figure(
@@ -234,9 +151,7 @@ def new_figure(
     fig = Figure(figsize=(width, total))
     axes = fig.subplots(nrows, ncols, squeeze=False, **subplot_kw)
     bottom = (extra + 0.45) / total
-    fig.subplots_adjust(
-        left=0.08, right=0.98, top=1.0 - 0.35 / total, bottom=bottom, hspace=0.45, wspace=0.28
-    )
+    fig.subplots_adjust(left=0.08, right=0.98, top=1.0 - 0.35 / total, bottom=bottom, hspace=0.45, wspace=0.28)
     if lines:
         note(fig, lines, y_in=FOOTER_IN + NOTE_LINE_IN * len(lines))
     return fig, axes
@@ -248,33 +163,24 @@ def note(fig: Figure, lines: Sequence[str], *, y_in: float | None = None) -> Non
         return
     h = fig.get_figheight()
     y = (y_in if y_in is not None else FOOTER_IN + NOTE_LINE_IN * len(lines)) / h
+    fig.text(0.01, y, "\n".join(lines), color="#b00000", fontsize=6.5, va="top", ha="left", family="monospace")
+
+
+def stamp(fig: Figure, provenance: Provenance) -> dict[str, str]:
+    """Write the provenance footer on the figure and return the matching PDF metadata."""
     fig.text(
-        0.01, y, "\n".join(lines), color="#b00000", fontsize=6.5, va="top", ha="left", family="monospace"
+        0.99, 0.05 / fig.get_figheight(), provenance.footer(), fontsize=6, color="#666666", ha="right", va="bottom"
     )
+    return provenance.pdf_metadata()
 
 
-def stamp(fig: Figure, study: str, commit: str | None = None) -> dict[str, str]:
-    """Write a small provenance footer on the figure and return the matching PDF metadata.
-
-    ``commit`` defaults to the working tree's ``git rev-parse --short HEAD`` ('unknown' outside git).
-    """
-    commit = commit or git_commit()
-    footer = f"study {study} | commit {commit}"
-    fig.text(0.99, 0.05 / fig.get_figheight(), footer, fontsize=6, color="#666666", ha="right", va="bottom")
-    return {
-        "Subject": f"coolsampler study {study}",
-        "Keywords": f"study={study} commit={commit}",
-        "Creator": f"coolsampler (commit {commit})",
-    }
-
-
-def save(fig: Figure, outputs: Iterable[str | Path], *, study: str, commit: str | None, title: str) -> None:
+def save(fig: Figure, outputs: Iterable[str | Path], *, provenance: Provenance, title: str) -> None:
     """Stamp and write ``fig`` to every output path; the format follows the suffix (.pdf, .png, .svg).
 
     The PDF's CreationDate is dropped so re-rendering the same data gives the same bytes apart from
-    the commit, which keeps Snakemake reruns and diffs quiet.
+    the provenance, which keeps Snakemake reruns and diffs quiet.
     """
-    meta = stamp(fig, study, commit)
+    meta = stamp(fig, provenance)
     for out in outputs:
         out = Path(out)
         out.parent.mkdir(parents=True, exist_ok=True)
@@ -282,9 +188,7 @@ def save(fig: Figure, outputs: Iterable[str | Path], *, study: str, commit: str 
         if suffix == ".pdf":
             fig.savefig(out, format="pdf", metadata={"Title": title, **meta, "CreationDate": None})
         elif suffix == ".png":
-            fig.savefig(
-                out, format="png", dpi=130, metadata={"Title": title, "Description": meta["Keywords"]}
-            )
+            fig.savefig(out, format="png", dpi=130, metadata={"Title": title, "Description": meta["Keywords"]})
         else:
             fig.savefig(out)
 
@@ -294,16 +198,12 @@ __all__ = [
     "UNCOOLED",
     "accuracy_axis",
     "dedup_legend",
-    "git_commit",
     "kl_axis",
     "new_figure",
     "note",
     "refresh_lines",
     "run_colour",
-    "run_label",
     "save",
-    "short_key",
     "stamp",
     "tb_colour",
-    "tb_label",
 ]

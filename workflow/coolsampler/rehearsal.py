@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from coolsampler.study import Run, Study
+from coolsampler.targets import panel_filters
 
 REHEARSAL_STEPS = 4
 REHEARSAL_VAL_EVERY = 2
@@ -56,8 +57,8 @@ def choose_runs(study: Study) -> list[Run]:
     """The fewest runs (greedy set cover, deterministic: study order breaks ties) covering every arm
     and every (target, panel) of the study's figures and tables."""
     covers: dict[str, set[Any]] = {r.key: {("arm", arm(r))} for r in study.runs}
-    for target, panels in study.figures.items():
-        for panel, filt in panels.items():
+    for target, entry in study.figures.items():
+        for panel, filt in panel_filters(entry).items():
             for r in study.select(filt):
                 covers[r.key].add(("panel", target, panel))
     need = set().union(*covers.values()) if covers else set()

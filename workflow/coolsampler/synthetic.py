@@ -61,6 +61,9 @@ def make_metrics(
     entropy = np.where(collapsed, 1.2, entropy)
     clip = np.clip(0.15 * np.exp(-age / 30.0) + 0.02 + np.where(collapsed, 0.8, 0.0), 0.0, 1.0)
     reward = np.clip(np.where(collapsed, 0.15, clean) + rng.normal(0.0, 0.01, last), 0.0, 1.0)
+    mu = correction == "mu_grpo"
+    # mu-GRPO's veto and ratio clip grow with the mismatch: a few percent late in a cycle (Sec 4)
+    veto = np.clip(0.05 * age / max(N - 1, 1) * (1.0 if Tb >= 1.0 else 0.5), 0.0, 1.0)
     data = {
         "step": t,
         "sampler_version": ((t - 1) // N) * N,
@@ -68,13 +71,16 @@ def make_metrics(
         "refreshed": t % N == 0,
         "val_acc": val,
         "kl": kl,
+        "k3_kl": kl * (1.0 - 0.3 * np.minimum(kl, 1.0)),  # k3 ~ k1 for a small mismatch, never negative
         "entropy": entropy,
         "clip_frac": clip,
+        "response_length_max": np.full(last, 512.0),  # some response reaches the limit every step
         "reward": reward,
         "grad_norm": 0.3 + 0.1 * rng.random(last) + np.where(collapsed, 3.0, 0.0),
         "is_cap_frac": np.clip(0.05 * kl, 0.0, 1.0),
         "kl_to_init": 1.2e-4 * t * (0.4 if Tb < 1.0 else 1.0),
-        "veto_frac": np.full(last, 0.02) if correction == "mu_grpo" else np.full(last, np.nan),
+        "veto_frac": veto if mu else np.full(last, np.nan),
+        "ratio_clip_frac": 0.2 * veto if mu else np.full(last, np.nan),
         "temperature": np.full(last, float(Tb)) if Tb_end is None else np.linspace(Tb, Tb_end, steps)[:last],
     }
     df = pd.DataFrame(data)
@@ -215,9 +221,7 @@ DEMO_FIGURES: dict[str, dict[str, dict[str, Any]]] = {
             "Tl": 1.0,
         }
     },  # fmt: skip
-    "table2": {
-        "rows": {"model": M15, "task": GSM, "N": [192, 288], "lr": 2e-6, "correction": "tis", "Tl": 1.0}
-    },
+    "table2": {"rows": {}},  # every run: which of them degrade is read from the data
     "table3": {
         "rows": {
             "model": [M7, M15],

@@ -1,8 +1,8 @@
 """Tables 1-4 of the paper, from per-run metrics tables.
 
 Each table function takes ``panels`` (panel name -> list of ``(settings, metrics, status)``; see
-``coolsampler.figures`` for the panel names), the study name, the commit and its output paths, and
-writes every path it is given by suffix:
+``coolsampler.targets`` for the panel names), the provenance record, its output paths and the
+target's options, and writes every path it is given by suffix:
 
 * ``.csv``: the machine-readable table, numeric columns, one row per run (Tables 2-4) or per arm
   (Table 1), with ``complete`` and ``note`` columns;
@@ -11,9 +11,8 @@ writes every path it is given by suffix:
 
 The display tables follow the paper's layout (seeds of one arm joined with "/", "–" for "did not
 happen"). A run whose metrics are missing or whose log is incomplete is never dropped: it appears
-with NaN numbers and its reason in the ``note`` column. LaTeX and Markdown are written here, not
-with ``DataFrame.to_latex``/``to_markdown``, because those need jinja2/tabulate, which are not
-dependencies of the light analysis core.
+with NaN numbers and its reason in the ``note`` column. This module decides the rows; the bytes are
+``coolsampler.writers``'; the words for settings are ``coolsampler.labels``'.
 """
 
 from __future__ import annotations
@@ -27,66 +26,31 @@ import numpy as np
 import pandas as pd
 
 from coolsampler.analysis import cycle_readings, summarize_run
+from coolsampler.labels import (
+    DASH,
+    DEFAULT_LR,
+    TABLE_CORRECTION_LABELS,
+    arm_label,
+    lr_text,
+    model_label,
+    run_name,
+    seed_text,
+    task_label,
+    tb_initial,
+    tb_kind,
+    tb_text,
+    tl_text,
+)
 from coolsampler.metrics_schema import RunStatus
-from coolsampler.plotting import CORRECTION_LABELS, DEFAULT_LR, tb_initial, tb_kind
+from coolsampler.provenance import Provenance
+from coolsampler.writers import write_table
 
 RunEntry = tuple[dict[str, Any], pd.DataFrame | None, RunStatus | None]
 Panels = Mapping[str, Sequence[RunEntry]]
-DASH = "–"
-
-TASK_LABELS = {"gsm8k": "GSM8K", "math": "MATH", "arith": "arith"}
 
 
 # --------------------------------------------------------------------------------------------------
-# Settings as the paper prints them
-
-
-def model_label(settings: Mapping[str, Any]) -> str:
-    """'1.5B', '7B' (Table 4's model column) from the model name."""
-    from coolsampler.settings import MODELS
-
-    m = MODELS.get(str(settings.get("model", "")))
-    return m.params if m else str(settings.get("model", ""))
-
-
-def task_label(settings: Mapping[str, Any]) -> str:
-    return TASK_LABELS.get(str(settings.get("task", "")), str(settings.get("task", "")))
-
-
-def tb_text(settings: Mapping[str, Any]) -> str:
-    """Sampler temperature as in Table 4: '1.0', '0.8', and '0.8*' for a controller/schedule start."""
-    x = tb_initial(settings)
-    s = f"{x:.1f}" if abs(round(x, 1) - x) < 1e-9 else f"{x:g}"
-    return s if tb_kind(settings) == "fixed" else s + "*"
-
-
-def tl_text(settings: Mapping[str, Any]) -> str:
-    tl = settings.get("Tl", 1.0)
-    return "tied" if tl == "tied" else f"{float(tl):.1f}"
-
-
-def lr_text(lr: float) -> str:
-    s = f"{float(lr):.0e}" if float(lr) * 1e6 == round(float(lr) * 1e6) else f"{float(lr):.1e}"
-    mant, exp = s.split("e")
-    return f"{mant}e{int(exp)}"
-
-
-def arm_label(settings: Mapping[str, Any]) -> str:
-    """The 'Objective'/'Arm' text: correction, then lr and learner temperature where not standard."""
-    if "correction" not in settings:  # a bare log (coolsampler analyze): name it by its path
-        return str(settings.get("key", "run"))
-    out = CORRECTION_LABELS.get(str(settings.get("correction")), str(settings.get("correction")))
-    kind = tb_kind(settings)
-    if kind != "fixed":
-        out += {"linear": " + linear schedule", "kl_cooling": " + KL cooling"}.get(kind, " + controller")
-        if kind == "saturation+kl":
-            out += " (KL gate)"
-    lr = float(settings.get("lr", DEFAULT_LR))
-    if abs(lr - DEFAULT_LR) > 1e-12:
-        out += f", lr {lr_text(lr)}"
-    if settings.get("Tl") == "tied":
-        out += ", Tl tied"
-    return out
+# Arms: runs that differ only by data seed (and replicate tag)
 
 
 def arm_key(settings: Mapping[str, Any]) -> tuple[Any, ...]:
@@ -124,8 +88,7 @@ def group_arms(entries: Sequence[RunEntry]) -> list[list[RunEntry]]:
     for e in entries:
         groups.setdefault(arm_key(e[0]), []).append(e)
     arms = [
-        sorted(g, key=lambda e: (int(e[0].get("seed", 0)), str(e[0].get("replicate") or "")))
-        for g in groups.values()
+        sorted(g, key=lambda e: (int(e[0].get("seed", 0)), str(e[0].get("replicate") or ""))) for g in groups.values()
     ]
     return sorted(arms, key=lambda g: _arm_sort(g[0][0]))
 
@@ -177,98 +140,12 @@ def _notes(sums: Sequence[Mapping[str, Any]], entries: Sequence[RunEntry]) -> st
     out = []
     for s, e in zip(sums, entries, strict=True):
         if s["note"]:
-            out.append(
-                f"s{e[0].get('seed')}{'_' + e[0]['replicate'] if e[0].get('replicate') else ''}: {s['note']}"
-            )
+            out.append(f"s{e[0].get('seed')}{'_' + e[0]['replicate'] if e[0].get('replicate') else ''}: {s['note']}")
     return "; ".join(out)
 
 
 def _int_or_nan(x: Any) -> float:
     return np.nan if x is None else int(x)
-
-
-# --------------------------------------------------------------------------------------------------
-# Writers
-
-
-def latex_escape(s: str) -> str:
-    repl = {
-        "\\": r"\textbackslash{}",
-        "&": r"\&",
-        "%": r"\%",
-        "$": r"\$",
-        "#": r"\#",
-        "_": r"\_",
-        "{": r"\{",
-        "}": r"\}",
-        "~": r"\textasciitilde{}",
-        "^": r"\textasciicircum{}",
-        DASH: "--",
-    }
-    return "".join(repl.get(c, c) for c in str(s))
-
-
-def to_latex(
-    display: pd.DataFrame, *, caption: str = "", label: str = "", study: str = "", commit: str = ""
-) -> str:
-    """A booktabs table environment; first column left-aligned, the rest centred."""
-    cols = "l" + "c" * (len(display.columns) - 1)
-    lines = [f"% coolsampler study {study} commit {commit}", r"\begin{table}[t]", r"\centering", r"\small"]
-    lines += [rf"\begin{{tabular}}{{{cols}}}", r"\toprule"]
-    lines.append(" & ".join(latex_escape(c) for c in display.columns) + r" \\")
-    lines.append(r"\midrule")
-    for row in display.itertuples(index=False):
-        lines.append(" & ".join(latex_escape(v) for v in row) + r" \\")
-    lines += [r"\bottomrule", r"\end{tabular}"]
-    if caption:
-        lines.append(rf"\caption{{{latex_escape(caption)}}}")
-    if label:
-        lines.append(rf"\label{{{label}}}")
-    lines.append(r"\end{table}")
-    return "\n".join(lines) + "\n"
-
-
-def to_markdown(display: pd.DataFrame) -> str:
-    """A GitHub pipe table ('|' in cells escaped)."""
-
-    def cell(v: Any) -> str:
-        return str(v).replace("|", r"\|").replace("\n", " ")
-
-    lines = ["| " + " | ".join(cell(c) for c in display.columns) + " |"]
-    lines.append("|" + "|".join("---" for _ in display.columns) + "|")
-    for row in display.itertuples(index=False):
-        lines.append("| " + " | ".join(cell(v) for v in row) + " |")
-    return "\n".join(lines) + "\n"
-
-
-def write_table(
-    data: pd.DataFrame,
-    display: pd.DataFrame,
-    outputs: Sequence[str | Path],
-    *,
-    title: str,
-    caption: str,
-    study: str,
-    commit: str | None,
-) -> None:
-    """Write ``data`` as CSV and ``display`` as LaTeX/Markdown to each output, chosen by suffix."""
-    from coolsampler.plotting import git_commit
-
-    commit = commit or git_commit()
-    for out in outputs:
-        out = Path(out)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        suffix = out.suffix.lower()
-        if suffix == ".csv":
-            data.to_csv(out, index=False)
-        elif suffix == ".tex":
-            label = "tab:" + title.lower().replace(" ", "")
-            out.write_text(to_latex(display, caption=caption, label=label, study=study, commit=commit))
-        elif suffix == ".md":
-            head = f"**{title}.** {caption}\n\n" if caption else f"**{title}.**\n\n"
-            out.write_text(head + to_markdown(display) + f"\n<sub>study {study} | commit {commit}</sub>\n")
-        else:
-            raise ValueError(f"{out}: unsupported table format {suffix!r}; allowed: .csv, .tex, .md")
 
 
 def _all_entries(panels: Panels, names: Sequence[str]) -> list[RunEntry]:
@@ -345,10 +222,12 @@ TABLE1_CAPTION = (
 )
 
 
-def table1(panels: Panels, study: str, commit: str | None, outputs: Sequence[str | Path]) -> pd.DataFrame:
+def table1(
+    panels: Panels, provenance: Provenance, outputs: Sequence[str | Path], options: Mapping[str, Any] | None = None
+) -> pd.DataFrame:
     """Table 1 from panel ``rows``."""
     data, disp = table1_frames(_all_entries(panels, ["rows"]))
-    write_table(data, disp, outputs, title="Table 1", caption=TABLE1_CAPTION, study=study, commit=commit)
+    write_table(data, disp, outputs, title="Table 1", caption=TABLE1_CAPTION, provenance=provenance)
     return data
 
 
@@ -369,35 +248,70 @@ def outcome_text(s: Mapping[str, Any]) -> str:
     return "sustained"
 
 
+def comparison_key(settings: Mapping[str, Any]) -> tuple[Any, ...]:
+    """Runs Table 2 compares side by side: same model, task, N, learning rate and correction.
+
+    Within such a group only the sampler temperature (fixed, schedule or controller), the learner
+    temperature and the seed differ, which is the comparison Table 2's rows make (at N=192: Tb 1.0,
+    0.8, 0.9 and the controller).
+    """
+    return (
+        settings.get("model"),
+        settings.get("task"),
+        int(settings.get("N", 0)),
+        float(settings.get("lr", DEFAULT_LR)),
+        settings.get("correction"),
+    )
+
+
+def degrading_groups(entries: Sequence[RunEntry]) -> list[RunEntry]:
+    """The runs Table 2 lists, decided from the data: every run with a degradation onset under the
+    Section 2 criteria, plus the runs it is compared with (same ``comparison_key``), which the table
+    lists as stable where they are. A group in which no run degrades is not listed. A run without
+    validation data cannot be decided and is listed too (outcome 'no data'), so a missing run is
+    never silently counted as stable."""
+    sums = {id(e): summarize_run(e[1], e[0], e[2]) for e in entries}
+    bad = {comparison_key(e[0]) for e in entries if sums[id(e)]["onset"] is not None}
+    return [e for e in entries if comparison_key(e[0]) in bad or sums[id(e)]["n_val"] == 0]
+
+
 def table2_frames(entries: Sequence[RunEntry]) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Per-run events (CSV) and per-arm rows in the paper's layout (display)."""
+    """Per-run events (CSV) and per-arm rows in the paper's layout (display), for every group of
+    ``degrading_groups``: onset, both KL crossings (0.1 and 1 nat) and the lead of the 1-nat one."""
     data_rows, disp_rows = [], []
-    for arm in group_arms(entries):
+    for arm in group_arms(degrading_groups(entries)):
         s0 = arm[0][0]
         sums = summaries(arm)
         for (st, _, _), s in zip(arm, sums, strict=True):
             data_rows.append(
                 {
+                    "key": st.get("key", ""),
                     "model": model_label(st),
                     "task": task_label(st),
                     "N": int(st.get("N", 0)),
+                    "lr": float(st.get("lr", DEFAULT_LR)),
                     "arm": arm_label(st),
                     "Tb": tb_text(st),
+                    "Tl": tl_text(st),
                     "seed": st.get("seed"),
                     "replicate": st.get("replicate") or "",
+                    "degrades": s["onset"] is not None,
                     "peak": s["peak"],
                     "onset": _int_or_nan(s["onset"]),
                     "severe": _int_or_nan(s["severe"]),
                     "kind": s["kind"] or ("stable" if s["n_val"] else ""),
+                    "kl_gt_01": _int_or_nan(s["kl_cross_01"]),
                     "kl_gt_1": _int_or_nan(s["kl_cross_1"]),
                     "lead": _int_or_nan(s["lead"]),
+                    "lead_01": _int_or_nan(None if s["onset"] is None or s["kl_cross_01"] is None
+                                           else s["onset"] - s["kl_cross_01"]),
                     "final": s["final"],
                     "kl_max": s["kl_max"],
                     "outcome": outcome_text(s),
                     "complete": s["complete"],
                     "note": s["note"],
                 }
-            )
+            )  # fmt: skip
         outcomes = [outcome_text(s) for s in sums]
         finals = [s["final"] for s in sums]
         base = outcomes[0].split(" at ")[0] if len(set(outcomes)) == 1 else "/".join(outcomes)
@@ -408,12 +322,14 @@ def table2_frames(entries: Sequence[RunEntry]) -> tuple[pd.DataFrame, pd.DataFra
             # a degradation without any KL crossing (the paper's controller run): say how high the KL got
             outcome += f" (KL max {joined([s['kl_max'] for s in sums], f2)})"
         n = len(arm)
-        what = f"Tb={tb_text(s0)}" + (
-            f", {n} seeds" if n > 1 and all(not e[0].get("replicate") for e in arm) else ""
-        )
+        what = f"Tb={tb_text(s0)}" + (f", {n} seeds" if n > 1 and all(not e[0].get("replicate") for e in arm) else "")
         if n > 1 and any(e[0].get("replicate") for e in arm):
             what += f", {n} runs"
-        onsets = [s["onset"] for s in sums]
+
+        def per_run(field: str, fmt: Callable[[Any], str], sums: list[dict[str, Any]] = sums) -> str:
+            vals = [s[field] for s in sums]
+            return DASH if all(v is None for v in vals) else "/".join(fmt(v) for v in vals)
+
         disp_rows.append(
             {
                 "Model": model_label(s0),
@@ -421,13 +337,10 @@ def table2_frames(entries: Sequence[RunEntry]) -> tuple[pd.DataFrame, pd.DataFra
                 "N": str(int(s0.get("N", 0))),
                 "Arm": f"{arm_label(s0)}, {what}",
                 "Peak": joined([s["peak"] for s in sums], f2),
-                "Onset": DASH if all(o is None for o in onsets) else "/".join(fstep(o) for o in onsets),
-                "KL > 1": DASH
-                if all(s["kl_cross_1"] is None for s in sums)
-                else "/".join(fstep(s["kl_cross_1"]) for s in sums),
-                "Lead": DASH
-                if all(s["lead"] is None for s in sums)
-                else "/".join(flead(s["lead"]) for s in sums),
+                "Onset": per_run("onset", fstep),
+                "KL > 0.1": per_run("kl_cross_01", fstep),
+                "KL > 1": per_run("kl_cross_1", fstep),
+                "Lead": per_run("lead", flead),
                 "Outcome": outcome,
                 "Note": _notes(sums, arm),
             }
@@ -436,38 +349,48 @@ def table2_frames(entries: Sequence[RunEntry]) -> tuple[pd.DataFrame, pd.DataFra
 
 
 TABLE2_CAPTION = (
-    "Degradation events under the fixed criteria of Section 2. Onset: first validation point <= running "
-    "max - 0.10 after step 30; KL > 1: first step with learner-sampler KL above one nat per token; lead = "
-    "onset - KL > 1. Runs with no onset are listed as stable."
+    "Degradation events under the fixed criteria of Section 2, for every run that degrades and the runs "
+    "of the same model, task, N, learning rate and correction it is compared with. Onset: first "
+    "validation point <= running max - 0.10 after step 30; KL > 0.1 / KL > 1: first step with "
+    "learner-sampler KL (verl rollout_corr/kl, k1) above 0.1 / one nat per token; lead = onset - KL > 1 "
+    "(positive: KL crossed first). Runs with no onset are listed as stable."
 )
 
 
-def table2(panels: Panels, study: str, commit: str | None, outputs: Sequence[str | Path]) -> pd.DataFrame:
-    """Table 2 from panel ``rows`` (degrading and stable runs alike; stable arms say 'stable')."""
+def table2(
+    panels: Panels, provenance: Provenance, outputs: Sequence[str | Path], options: Mapping[str, Any] | None = None
+) -> pd.DataFrame:
+    """Table 2 from panel ``rows`` (the study's runs; which of them degrade is read from the data)."""
     data, disp = table2_frames(_all_entries(panels, ["rows"]))
-    write_table(data, disp, outputs, title="Table 2", caption=TABLE2_CAPTION, study=study, commit=commit)
+    write_table(data, disp, outputs, title="Table 2", caption=TABLE2_CAPTION, provenance=provenance)
     return data
 
 
 # --------------------------------------------------------------------------------------------------
 # Table 3: cycle-aligned readings
 
+T3_READINGS = ("kl", "entropy_start", "clip", "clip_cycle", "reward_cycle")
+MERGE_SEEDS_FROM = 3  # an arm of >= 3 seeds (no replicate) is one row with ranges, as the paper's 1.5B row
 
-def run_name(settings: Mapping[str, Any]) -> str:
-    """'7B, N=144, seed 1 (cut)' as Table 3 names runs."""
-    N, seed = int(settings.get("N", 0)), settings.get("seed")
-    out = f"{model_label(settings)}, {task_label(settings)}, N={N}, seed {seed}"
-    if settings.get("correction") not in (None, "tis"):
-        out += f", {CORRECTION_LABELS.get(str(settings['correction']), settings['correction'])}"
-    if settings.get("replicate"):
-        out += f" ({settings['replicate']})"
-    return out
+
+def _table3_sort(arm: Sequence[RunEntry]) -> tuple[Any, ...]:
+    """Table 3's order: larger model first, then cooled before uncooled, then the remaining settings."""
+    s = arm[0][0]
+    size = {"7B": 0, "1.5B": 1}.get(model_label(s), 2)
+    return (size, str(s.get("task")), int(s.get("N", 0)), tb_initial(s), _arm_sort(s))
 
 
 def table3_frames(entries: Sequence[RunEntry], cycles: int = 2) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Per run: KL and clip at cycle ages 55-65, entropy over the first five steps, cycles 1 and 2."""
+    """Per run (CSV) and per row (display): KL and clip at cycle ages 55-65, entropy over the first
+    five steps, clip fraction and training reward over the whole cycle; cycles 1 and 2.
+
+    Display: an arm of ``MERGE_SEEDS_FROM`` or more seeds is one row, each reading a 'lo–hi' range
+    over its seeds (the paper's '1.5B, N=192, 3 seeds' row); smaller arms and replicates are one row
+    per run (the 7B rows, where the text discusses single seeds).
+    """
     data_rows, disp_rows = [], []
-    for arm in group_arms(entries):
+    for arm in sorted(group_arms(entries), key=_table3_sort):
+        arm_rows = []
         for st, m, status in arm:
             N = int(st.get("N", 0))
             cr = cycle_readings(m, N).set_index("cycle") if N else pd.DataFrame()
@@ -476,7 +399,7 @@ def table3_frames(entries: Sequence[RunEntry], cycles: int = 2) -> tuple[pd.Data
             partial = []
             for c in range(1, cycles + 1):
                 got = c in cr.index
-                for col in ("kl", "entropy_start", "clip"):
+                for col in T3_READINGS:
                     row[f"{col}_c{c}"] = float(cr.loc[c, col]) if got else np.nan
                 row[f"n_mid_c{c}"] = int(cr.loc[c, "n_mid"]) if got else 0
                 row[f"n_start_c{c}"] = int(cr.loc[c, "n_start"]) if got else 0
@@ -485,110 +408,171 @@ def table3_frames(entries: Sequence[RunEntry], cycles: int = 2) -> tuple[pd.Data
             row["complete"] = sm["complete"]
             row["note"] = "; ".join([x for x in [sm["note"], *partial] if x])
             data_rows.append(row)
+            arm_rows.append(row)
+        merge = len(arm) >= MERGE_SEEDS_FROM and not any(e[0].get("replicate") for e in arm)
+        groups = [arm_rows] if merge else [[r] for r in arm_rows]
+        for rows in groups:
+            s0 = arm[0][0]
+            name = rows[0]["run"]
+            if merge:
+                name = f"{model_label(s0)}, {task_label(s0)}, N={int(s0.get('N', 0))}, {len(rows)} seeds"
+                if s0.get("correction") not in (None, "tis"):
+                    name += f", {arm_label(s0)}"
 
-            def pair(col: str, fmt: Callable[[Any], str], r: dict[str, Any] = row) -> str:
-                return " / ".join(fmt(r[f"{col}_c{c}"]) for c in range(1, cycles + 1))
+            def pair(col: str, fmt: Callable[[Any], str], rows: list[dict[str, Any]] = rows) -> str:
+                return " / ".join(
+                    joined([r[f"{col}_c{c}"] for r in rows], fmt, range_from=2) for c in range(1, cycles + 1)
+                )
 
+            notes = [f"{r['key'].rsplit('_', 1)[-1]}: {r['note']}" if merge else r["note"] for r in rows if r["note"]]
             disp_rows.append(
                 {
-                    "Run": row["run"],
-                    "Tb": row["Tb"],
+                    "Run": name,
+                    "Tb": rows[0]["Tb"],
                     "KL": pair("kl", fkl),
                     "Entropy at start": pair("entropy_start", f2),
                     "Clip": pair("clip", f2),
-                    "Note": row["note"],
+                    "Clip, whole cycle": pair("clip_cycle", f2),
+                    "Reward, whole cycle": pair("reward_cycle", f2),
+                    "Note": "; ".join(notes),
                 }
             )
     return pd.DataFrame(data_rows), pd.DataFrame(disp_rows)
 
 
 TABLE3_CAPTION = (
-    "Cycle-aligned readings. KL: learner-sampler KL averaged over cycle ages 55-65; entropy: learner "
-    "entropy averaged over the first five steps of the cycle; clip: fraction of sampled responses at the "
-    "length limit at ages 55-65. Cycle 1 / cycle 2."
+    "Cycle-aligned readings. KL: learner-sampler KL (verl rollout_corr/kl, k1) averaged over cycle ages "
+    "55-65; entropy: learner entropy averaged over the first five steps of the cycle; clip: fraction of "
+    "sampled responses at the configured length limit at ages 55-65; clip and reward, whole cycle: the "
+    "same fraction and the mean training reward over every step of the cycle (Sec 3.3). Cycle 1 / cycle "
+    "2; a row of several seeds gives the range over them."
 )
 
 
-def table3(panels: Panels, study: str, commit: str | None, outputs: Sequence[str | Path]) -> pd.DataFrame:
-    """Table 3 from panel ``rows``."""
+def table3(
+    panels: Panels, provenance: Provenance, outputs: Sequence[str | Path], options: Mapping[str, Any] | None = None
+) -> pd.DataFrame:
+    """Table 3 from panel ``rows``; the CSV keeps one row per run."""
     data, disp = table3_frames(_all_entries(panels, ["rows"]))
-    write_table(data, disp, outputs, title="Table 3", caption=TABLE3_CAPTION, study=study, commit=commit)
+    write_table(data, disp, outputs, title="Table 3", caption=TABLE3_CAPTION, provenance=provenance)
     return data
 
 
 # --------------------------------------------------------------------------------------------------
 # Table 4: every run
 
+_CORRECTION_ORDER = {"tis": 0, "mu_grpo": 1, "none": 2}
+_REPLICATE_ORDER = {None: 0, "": 0, "cut": 1, "rerun": 2}
+
+
+def table4_order(settings: Mapping[str, Any]) -> tuple[Any, ...]:
+    """Appendix D's row order, read off its rendered rows (1.5B GSM8K: N=64 no IS s1; then N=96 TIS
+    Tb 0.8 s1, Tb 0.8 tied s1, Tb 0.8 s43, s44; then Tb 1.0 s1): model size, task, N, learning rate,
+    correction (TIS first), fixed temperatures ascending before schedules and controllers, seed,
+    learner at 1 before tied, the full run before its replicates. Where the rendered rows do not
+    decide (lr, mu-GRPO against no IS, controllers) the order is this function's choice.
+    """
+    size = {"1.5B": 0, "7B": 1}.get(model_label(settings), 2)
+    return (
+        size,
+        str(settings.get("task")),
+        int(settings.get("N", 0)),
+        float(settings.get("lr", DEFAULT_LR)),
+        _CORRECTION_ORDER.get(str(settings.get("correction")), 3),
+        tb_kind(settings) != "fixed",
+        tb_initial(settings),
+        tb_kind(settings),
+        int(settings.get("seed", 0) or 0),
+        settings.get("Tl") == "tied",
+        _REPLICATE_ORDER.get(settings.get("replicate"), 3),
+    )
+
 
 def table4_frames(entries: Sequence[RunEntry]) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Every run's settings and numbers; missing runs keep their row with NaN and a note."""
+    """Every run's settings and numbers, in ``table4_order``; missing runs keep their row with NaN
+    and a note. Beyond the paper's columns: the KL at Figure 2's fixed step (for every temperature,
+    Sec 4 quotes 0.7 and 0.6), the KL to the initial policy at step 90 (Sec 3.2), and the last-five
+    and whole-run means (Sec 3.3, Sec 4), which the text quotes for runs Table 1 does not hold."""
     data_rows, disp_rows = [], []
-    for arm in group_arms(entries):
-        for (st, _, _), s in zip(arm, summaries(arm), strict=True):
-            row = {
-                "key": st.get("key", ""),
-                "model": model_label(st),
-                "task": task_label(st),
-                "N": int(st.get("N", 0)),
-                "lr": float(st.get("lr", DEFAULT_LR)),
-                "correction": st.get("correction"),
-                "Tb": tb_text(st),
-                "Tl": tl_text(st),
-                "seed": st.get("seed"),
-                "replicate": st.get("replicate") or "",
-                "peak": s["peak"],
-                "final": s["final"],
-                "onset": _int_or_nan(s["onset"]),
-                "severe": _int_or_nan(s["severe"]),
-                "kl_gt_1": _int_or_nan(s["kl_cross_1"]),
-                "kl_max": s["kl_max"],
-                "last_step": _int_or_nan(s["last_step"]),
-                "complete": s["complete"],
-                "note": s["note"],
+    ordered = sorted(entries, key=lambda e: table4_order(e[0]))
+    for (st, _, _), s in zip(ordered, summaries(ordered), strict=True):
+        row = {
+            "key": st.get("key", ""),
+            "model": model_label(st),
+            "task": task_label(st),
+            "N": int(st.get("N", 0)),
+            "lr": float(st.get("lr", DEFAULT_LR)),
+            "correction": st.get("correction"),
+            "Tb": tb_text(st),
+            "Tl": tl_text(st),
+            "seed": st.get("seed"),
+            "replicate": st.get("replicate") or "",
+            "peak": s["peak"],
+            "final": s["final"],
+            "onset": _int_or_nan(s["onset"]),
+            "severe": _int_or_nan(s["severe"]),
+            "kl_gt_1": _int_or_nan(s["kl_cross_1"]),
+            "kl_max": s["kl_max"],
+            "kl_fixed_step": _int_or_nan(s["kl_fixed_step"]),
+            "kl_fixed": s["kl_fixed"],
+            "kl_to_init_90": s["kl_to_init_90"],
+            "last5": s["last5"],
+            "whole": s["whole"],
+            "last_step": _int_or_nan(s["last_step"]),
+            "complete": s["complete"],
+            "note": s["note"],
+        }
+        data_rows.append(row)
+        disp_rows.append(
+            {
+                "Model": row["model"],
+                "Task": row["task"],
+                "N": str(row["N"]),
+                "lr": lr_text(row["lr"]),
+                "Correction": TABLE_CORRECTION_LABELS.get(str(row["correction"]), str(row["correction"])),
+                "Tb": row["Tb"],
+                "Tl": row["Tl"],
+                "Seed": seed_text(st),
+                "Peak": f3(row["peak"]),
+                "Final": f3(row["final"]),
+                "Onset": fstep(row["onset"]),
+                "Severe": fstep(row["severe"]),
+                "KL > 1": fstep(row["kl_gt_1"]),
+                "KL max": fkl(row["kl_max"]),
+                "KL at 110/60": fkl(row["kl_fixed"]),
+                "KL to init at 90": fkl(row["kl_to_init_90"]),
+                "Last five": f3(row["last5"]),
+                "Whole run": f3(row["whole"]),
+                "Complete": "yes" if row["complete"] else "no",
+                "Note": row["note"],
             }
-            data_rows.append(row)
-            disp_rows.append(
-                {
-                    "Model": row["model"],
-                    "Task": row["task"],
-                    "N": str(row["N"]),
-                    "lr": lr_text(row["lr"]),
-                    "Correction": {"tis": "TIS", "mu_grpo": "mu-GRPO"}.get(
-                        str(row["correction"]), str(row["correction"])
-                    ),
-                    "Tb": row["Tb"],
-                    "Tl": row["Tl"],
-                    "Seed": f"{row['seed']}" + (f" {row['replicate']}" if row["replicate"] else ""),
-                    "Peak": f3(row["peak"]),
-                    "Final": f3(row["final"]),
-                    "Onset": fstep(row["onset"]),
-                    "Severe": fstep(row["severe"]),
-                    "KL > 1": fstep(row["kl_gt_1"]),
-                    "KL max": fkl(row["kl_max"]),
-                    "Complete": "yes" if row["complete"] else "no",
-                    "Note": row["note"],
-                }
-            )
+        )
     return pd.DataFrame(data_rows), pd.DataFrame(disp_rows)
 
 
 TABLE4_CAPTION = (
     "Every run. Peak and final validation accuracy, degradation onset (<= running max - 0.10), severe "
-    "degradation (<= max - 0.15), first step with learner-sampler KL above 1 nat, and KL maximum. "
-    "Tb: sampler temperature (* = initial value of a controller/schedule); Tl: learner temperature."
+    "degradation (<= max - 0.15), first step with learner-sampler KL above 1 nat, and KL maximum (KL: "
+    "verl rollout_corr/kl, k1). Tb: sampler temperature (* = initial value of a controller/schedule); Tl: "
+    "learner temperature. Added columns: KL at step 110 (60 where N <= 110), learner KL to the initial "
+    "policy at step 90, last-five and whole-run validation means."
 )
 
 
-def table4(panels: Panels, study: str, commit: str | None, outputs: Sequence[str | Path]) -> pd.DataFrame:
+def table4(
+    panels: Panels, provenance: Provenance, outputs: Sequence[str | Path], options: Mapping[str, Any] | None = None
+) -> pd.DataFrame:
     """Table 4 from panel ``rows``."""
     data, disp = table4_frames(_all_entries(panels, ["rows"]))
-    write_table(data, disp, outputs, title="Table 4", caption=TABLE4_CAPTION, study=study, commit=commit)
+    write_table(data, disp, outputs, title="Table 4", caption=TABLE4_CAPTION, provenance=provenance)
     return data
 
 
 __all__ = [
     "Panels",
     "RunEntry",
+    "comparison_key",
+    "degrading_groups",
     "table1",
     "table1_frames",
     "table2",
@@ -597,7 +581,5 @@ __all__ = [
     "table3_frames",
     "table4",
     "table4_frames",
-    "to_latex",
-    "to_markdown",
-    "write_table",
+    "table4_order",
 ]

@@ -230,10 +230,17 @@ def check_figures(study: Study, origin: str) -> None:
 
     allowed = set(RUN_FIELDS) | {"Tb_kind", "Tb_initial"}
     tb_validator = jsonschema.Draft202012Validator({"$defs": study_schema()["$defs"], "$ref": "#/$defs/tb"})
-    targets = {f"fig{i}" for i in range(1, 9)} | {f"table{i}" for i in range(1, 5)}
-    for target, panels in study.figures.items():
+    from coolsampler.targets import TARGETS, OptionError, panel_filters, target_options
+
+    targets = set(TARGETS)
+    for target, entry in study.figures.items():
         if target not in targets:
             raise _error(f"{origin}: figures.{target}: unknown target; allowed: {', '.join(sorted(targets))}")
+        try:
+            target_options(target, entry)
+        except OptionError as err:
+            raise _error(f"{origin}: {err}") from None
+        panels = panel_filters(entry)
         for panel, filters in panels.items():
             where = f"{origin}: figures.{target}.{panel}"
             for filt in filters if isinstance(filters, list) else [filters]:

@@ -1,5 +1,7 @@
 # Figures and tables: each target depends only on the runs its `figures:` entry selects, and on the
 # analysis code (so editing the plotting module reruns the plots, and nothing else). Helpers: common.smk.
+# The targets, their panels and options: coolsampler.targets (the one registry).
+from coolsampler.targets import target_options
 
 
 rule figure:
@@ -19,6 +21,7 @@ rule figure:
         target=lambda wc: wc.target,
         study=lambda wc: root_of(wc).study.name,
         panels=target_panels,
+        options=lambda wc: target_options(wc.target, STUDY.figures.get(wc.target)),
     script:
         "../scripts/figure.py"
 
@@ -41,6 +44,7 @@ rule table:
         target=lambda wc: wc.target,
         study=lambda wc: root_of(wc).study.name,
         panels=target_panels,
+        options=lambda wc: target_options(wc.target, STUDY.figures.get(wc.target)),
     script:
         "../scripts/table.py"
 

@@ -10,6 +10,7 @@ from coolsampler.paths import Layout, REHEARSAL_MODEL, run_paths
 from coolsampler.platform import Platform, get_platform
 from coolsampler.rehearsal import arm_label, rehearsal_study
 from coolsampler.study import Study
+from coolsampler.targets import panel_filters
 
 LAYOUT = Layout.from_config(config, R)
 
@@ -142,7 +143,17 @@ def train_limit(name):
 # analysis code (so editing the plotting module reruns the plots, and nothing else).
 ANALYSIS_CODE = [
     f"{workflow.basedir}/workflow/coolsampler/{m}.py"
-    for m in ("analysis", "plotting", "figures", "tables", "metrics_schema")
+    for m in (
+        "analysis",
+        "plotting",
+        "figures",
+        "tables",
+        "metrics_schema",
+        "labels",
+        "provenance",
+        "writers",
+        "targets",
+    )
 ]
 
 
@@ -155,7 +166,7 @@ def target_runs(wildcards):
         )
     return {
         panel: study.select(filt)
-        for panel, filt in study.figures[wildcards.target].items()
+        for panel, filt in panel_filters(study.figures[wildcards.target]).items()
     }
 
 

@@ -39,6 +39,7 @@ rule train:
 rule parse:
     input:
         jsonl="{root}/runs/{key}/train.jsonl",
+        settings="{root}/runs/{key}/run.yaml",  # the configured max response length (clip fraction)
     output:
         metrics="{root}/runs/{key}/metrics.parquet",
         status="{root}/runs/{key}/status.json",

@@ -12,17 +12,17 @@ import tempfile
 import time
 from pathlib import Path
 
-from coolsampler.figures import TARGETS, render
 from coolsampler.synthetic import demo_panels, demo_runs
+from coolsampler.targets import TARGETS, render
 
 
 def main(outdir: Path) -> float:
     t0 = time.perf_counter()
     runs = demo_runs()
     t1 = time.perf_counter()
-    for target, (_, kind, _) in TARGETS.items():
+    for target, spec in TARGETS.items():
         ts = time.perf_counter()
-        suffixes = (".pdf", ".png") if kind == "figure" else (".csv", ".tex", ".md")
+        suffixes = spec.suffixes
         render(
             target,
             demo_panels(target, runs),
@@ -32,9 +32,7 @@ def main(outdir: Path) -> float:
         )
         print(f"  {target:7s} {time.perf_counter() - ts:6.2f} s")
     t2 = time.perf_counter()
-    print(
-        f"{len(runs)} runs: generate {t1 - t0:.2f} s, tables+figures {t2 - t1:.2f} s, total {t2 - t0:.2f} s"
-    )
+    print(f"{len(runs)} runs: generate {t1 - t0:.2f} s, tables+figures {t2 - t1:.2f} s, total {t2 - t0:.2f} s")
     return t2 - t0
 
 

@@ -6,6 +6,8 @@ from coolsampler.metrics import parse_jsonl, write_metrics
 
 sys.stderr = open(snakemake.log[0], "w")  # noqa: F821
 run = snakemake.params.run  # noqa: F821
+# clip_frac is measured against the configured max response length, read from the run.yaml the
+# training job wrote beside the log (its resolved recipe).
 df, status = parse_jsonl(snakemake.input.jsonl, expected_steps=run.steps, val_every=run.val_every, run=run.key)  # noqa: F821
 write_metrics(df, status, snakemake.output.metrics, snakemake.output.status)  # noqa: F821
 print(f"{run.key}: {len(df)} rows, complete={status.complete} {status.problems}", file=sys.stderr)

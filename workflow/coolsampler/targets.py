@@ -1,0 +1,243 @@
+"""The registry of every output target (figures, tables), their options, and how one is rendered.
+
+One place says which targets exist, what kind each is, which panels its study entry names and which
+options it takes; ``coolsampler.validate`` checks a study's ``figures:`` block against it, the rules
+of ``workflow/rules/analysis.smk`` render through ``run_snakemake_target``, and the tests iterate
+over it. The drawing itself is ``coolsampler.figures``, the table content ``coolsampler.tables``.
+
+A study's ``figures:`` entry for a target is ``panel -> settings filter`` plus, optionally, the
+reserved key ``options`` (``OPTIONS`` lists what each target accepts)::
+
+    fig1:
+      a: {N: 192, correction: tis}
+      b: {N: 192, correction: tis, seed: 1}
+      options: {kl: k3}        # draw verl's k3 KL estimator instead of k1
+
+Claims: the claims registry and report (``config/claims.yaml``, ``coolsampler.claims``) add their
+own target kind; register it in ``TARGETS`` with kind ``"claims"`` (or ``"report"``), so the one
+list of targets stays here.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from coolsampler.labels import KL_ESTIMATORS, availability_notes
+from coolsampler.metrics_schema import RunStatus
+from coolsampler.provenance import Provenance, as_provenance
+
+if TYPE_CHECKING:  # the drawing modules (matplotlib) load only when a target is rendered
+    import pandas as pd
+
+    from coolsampler.tables import Panels, RunEntry
+
+OPTIONS_KEY = "options"  # the reserved key of a study's figures entry (not a panel)
+
+TargetFn = Callable[["Panels", Provenance, Sequence["str | Path"], "Mapping[str, Any] | None"], Any]
+
+
+@dataclass(frozen=True)
+class Target:
+    """One output: its function, kind ('figure' | 'table'), panel names and allowed options.
+
+    ``fn`` is ``"module:function"``, imported on first use, so that validating a study (at every
+    Snakemake start) does not load matplotlib.
+    """
+
+    name: str
+    fn: str
+    kind: str
+    panels: tuple[str, ...]
+    options: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # option -> allowed values
+
+    @property
+    def function(self) -> TargetFn:
+        module, _, name = self.fn.partition(":")
+        return getattr(importlib.import_module(module), name)
+
+    @property
+    def suffixes(self) -> tuple[str, ...]:
+        return (".pdf", ".png") if self.kind == "figure" else (".csv", ".tex", ".md")
+
+
+_KL = {"kl": tuple(KL_ESTIMATORS)}  # every figure that draws the learner-sampler KL
+
+TARGETS: dict[str, Target] = {
+    t.name: t
+    for t in (
+        Target("fig1", "coolsampler.figures:fig1", "figure", ("a", "b"), _KL),
+        Target("fig2", "coolsampler.figures:fig2", "figure", ("a",), _KL),
+        Target("fig3", "coolsampler.figures:fig3", "figure", ("a", "b")),
+        Target("fig4", "coolsampler.figures:fig4", "figure", ("a",), _KL),
+        Target("fig5", "coolsampler.figures:fig5", "figure", ("a", "b", "c")),
+        Target("fig6", "coolsampler.figures:fig6", "figure", ("a", "b")),
+        Target("fig7", "coolsampler.figures:fig7", "figure", ("a", "b")),
+        Target("fig8", "coolsampler.figures:fig8", "figure", ("a",), _KL),
+        Target("table1", "coolsampler.tables:table1", "table", ("rows",)),
+        Target("table2", "coolsampler.tables:table2", "table", ("rows",)),
+        Target("table3", "coolsampler.tables:table3", "table", ("rows",)),
+        Target("table4", "coolsampler.tables:table4", "table", ("rows",)),
+        # claims / report targets: added by the claims module (see the module docstring)
+    )
+}
+
+
+class OptionError(ValueError):
+    """An option a target does not take, or a value it does not allow. One line."""
+
+
+def panel_filters(entry: Mapping[str, Any]) -> dict[str, Any]:
+    """A study's figures entry without its ``options``: panel -> filter(s)."""
+    return {k: v for k, v in entry.items() if k != OPTIONS_KEY}
+
+
+def target_options(target: str, entry: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The validated options of a study's figures entry for ``target`` (defaults filled in).
+
+    Raises OptionError naming the option and what is allowed.
+    """
+    allowed = TARGETS[target].options if target in TARGETS else {}
+    given = dict((entry or {}).get(OPTIONS_KEY) or {})
+    out = {k: vals[0] for k, vals in allowed.items()}
+    for k, v in given.items():
+        if k not in allowed:
+            what = ", ".join(sorted(allowed)) or "none"
+            raise OptionError(f"figures.{target}.options: unknown option {k!r}; allowed: {what}")
+        if v not in allowed[k]:
+            raise OptionError(f"figures.{target}.options.{k}: {v!r} is not allowed; allowed: {', '.join(allowed[k])}")
+        out[k] = v
+    return out
+
+
+# --------------------------------------------------------------------------------------------------
+# Loading the inputs of one target
+
+
+def load_status(path: str | Path | None) -> RunStatus | None:
+    """A ``status.json`` (keys complete, last_step, expected_steps, problems) as a RunStatus."""
+    if path is None or not Path(path).exists():
+        return None
+    d = json.loads(Path(path).read_text())
+    return RunStatus(
+        complete=bool(d["complete"]),
+        last_step=int(d["last_step"]),
+        expected_steps=int(d["expected_steps"]),
+        problems=list(d.get("problems", [])),
+    )
+
+
+def load_metrics(path: str | Path | None) -> pd.DataFrame | None:
+    """A run's ``metrics.parquet`` (or .csv), or None when the path is None or absent."""
+    import pandas as pd
+
+    if path is None or not Path(path).exists():
+        return None
+    p = Path(path)
+    return pd.read_csv(p) if p.suffix == ".csv" else pd.read_parquet(p)
+
+
+def load_panels(spec: Mapping[str, Sequence[Mapping[str, Any]]]) -> dict[str, list[RunEntry]]:
+    """Turn Snakemake params (panel -> [{settings, metrics path, status path}]) into panels.
+
+    Each file is read once even when a run appears in several panels.
+    """
+    cache: dict[tuple[Any, Any], tuple[Any, RunStatus | None]] = {}
+    out: dict[str, list[RunEntry]] = {}
+    for panel, runs in spec.items():
+        out[panel] = []
+        for r in runs:
+            k = (r.get("metrics"), r.get("status"))
+            if k not in cache:
+                cache[k] = (load_metrics(k[0]), load_status(k[1]))
+            out[panel].append((dict(r["settings"]), *cache[k]))
+    return out
+
+
+# --------------------------------------------------------------------------------------------------
+# Rendering
+
+
+def render(
+    target: str,
+    panels: Panels,
+    study: str | Provenance,
+    commit: str | None,
+    outputs: Sequence[str | Path],
+    options: Mapping[str, Any] | None = None,
+) -> Any:
+    """Draw or write one target. Panels the target expects but the study did not give are empty.
+
+    ``study`` is a Provenance, or a study name with ``commit`` (a commit string, or None to ask git).
+    ``options`` are checked against the registry (``target_options``).
+    """
+    if target not in TARGETS:
+        raise KeyError(f"unknown target {target!r}; allowed: {', '.join(TARGETS)}")
+    t = TARGETS[target]
+    prov = study if isinstance(study, Provenance) else as_provenance(commit, study)
+    opts = target_options(target, {OPTIONS_KEY: dict(options or {})})
+    full = {n: list(panels.get(n, [])) for n in t.panels}
+    return t.function(full, prov, outputs, opts)
+
+
+def run_snakemake_target(smk: Any, kind: str) -> None:
+    """Body of ``workflow/scripts/{figure,table}.py``: render ``smk.params.target`` to ``smk.output``.
+
+    Logging and stderr go to ``smk.log[0]``; a failure is logged with its traceback there and then
+    re-raised with the real stderr restored, so Snakemake reports it and the log explains it.
+    """
+    import logging
+    import sys
+
+    real_stderr = sys.stderr
+    with open(smk.log[0], "w") as log:
+        sys.stderr = log
+        handler = logging.StreamHandler(log)
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+        logger = logging.getLogger("coolsampler")
+        logger.addHandler(handler)
+        logger.setLevel(logging.INFO)
+        try:
+            target = smk.params.target
+            if TARGETS[target].kind != kind:
+                raise ValueError(f"{target} is a {TARGETS[target].kind}, not a {kind}")
+            panels = load_panels({p: r for p, r in smk.params.panels.items() if p in TARGETS[target].panels})
+            logger.info("%s: runs per panel %s", target, {p: len(r) for p, r in panels.items()})
+            seen: set[str] = set()
+            for entries in panels.values():
+                for note_ in availability_notes(entries):
+                    if note_ not in seen:
+                        seen.add(note_)
+                        logger.warning("%s: %s", target, note_)
+            # The commit is read here, not passed as a param: a param would rerun every figure on each commit.
+            prov = Provenance.here(
+                smk.params.study, commit=getattr(smk.params, "commit", None), script=f"workflow/scripts/{kind}.py"
+            )
+            options = getattr(smk.params, "options", None) or {}
+            render(target, panels, prov, None, [str(o) for o in smk.output], options)
+            logger.info("wrote %s (%s)", ", ".join(map(str, smk.output)), prov.footer())
+        except Exception:
+            logger.exception("rendering %s failed", getattr(smk.params, "target", "?"))
+            raise
+        finally:
+            logger.removeHandler(handler)
+            sys.stderr = real_stderr
+
+
+__all__ = [
+    "OPTIONS_KEY",
+    "TARGETS",
+    "OptionError",
+    "Target",
+    "load_metrics",
+    "load_panels",
+    "load_status",
+    "panel_filters",
+    "render",
+    "run_snakemake_target",
+    "target_options",
+]
