@@ -746,10 +746,7 @@ def report_markdown(
     ]
     by_sec: dict[str, list[Result]] = {}
     for r in results:
-        by_sec.setdefault(
-            r.claim["where"].rsplit(" ", 1)[0] if r.claim["where"].startswith(("Fig", "Table")) else r.claim["where"],
-            [],
-        ).append(r)
+        by_sec.setdefault(r.claim["where"], []).append(r)
     for sec, rs in by_sec.items():
         c = counts(rs)
         out.append(f"| {sec} | {len(rs)} | " + " | ".join(str(c[v]) for v in VERDICTS) + " |")
@@ -838,3 +835,58 @@ __all__ = [
     "staleness_budget",
     "write_report",
 ]
+
+
+# --------------------------------------------------------------------------------------------------
+# Entry points: the Snakemake rule and the command line
+
+
+def load_run_data(run: Run, metrics: str | Path | None, status: str | Path | None) -> RunData:
+    """A run's data from its metrics table and status.json (either may be absent: None)."""
+    from coolsampler.figures import load_metrics, load_status
+
+    return RunData(run, load_metrics(metrics), load_status(status))
+
+
+def run_snakemake(smk: Any) -> None:
+    """Body of ``workflow/scripts/claims.py``: the report on the study's runs that have metrics now.
+
+    params: claims (file), study (name), run_keys (every run of the study), results (R), defined (the
+    study's figure/table targets). input.metrics: the metrics tables that exist (the rule's inputs).
+    """
+    import logging
+
+    from coolsampler.study import parse_key
+
+    with open(smk.log[0], "w") as log:
+        handler = logging.StreamHandler(log)
+        logger = logging.getLogger("coolsampler.claims")
+        logger.addHandler(handler)
+        logger.setLevel(logging.INFO)
+        try:
+            claims = load_claims(smk.params.claims)
+            runs = [parse_key(k) for k in smk.params.run_keys]
+            have = {str(Path(p)) for p in smk.input.metrics}
+            data = {}
+            for r in runs:
+                m = Path(smk.params.results, "runs", r.key, "metrics.parquet")
+                if str(m) in have:
+                    data[r.key] = load_run_data(r, m, m.with_name("status.json"))
+            results = evaluate(claims, runs, data)
+            budget = staleness_budget(runs, data)
+            write_report(
+                results,
+                budget,
+                smk.params.study,
+                smk.output.md,
+                smk.output.csv,
+                smk.output.budget_md,
+                smk.output.budget_csv,
+                set(smk.params.defined),
+            )
+            logger.info("%s runs with metrics; %s", len(data), summary_text(results).strip())
+        except Exception:
+            logger.exception("claims report failed")
+            raise
+        finally:
+            logger.removeHandler(handler)
