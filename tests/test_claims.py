@@ -9,6 +9,7 @@ run that stopped early ``incomplete``. The paper study's dry listing has runs fo
 from __future__ import annotations
 
 import copy
+import functools
 import math
 import os
 import subprocess
@@ -99,7 +100,7 @@ def test_every_claim_selects_paper_runs(claims: C.Claims, paper_runs: list[Run])
 
 
 def test_a_claim_selecting_no_paper_run_is_an_error(paper_runs: list[Run]) -> None:
-    doc = yaml.safe_load(CLAIMS.read_text())
+    doc = copy.deepcopy(_raw())
     doc["claims"][3]["runs"] = {"model": "qwen2.5-math-1.5b", "N": 999}
     bad = C.Claims(doc["filters"], doc["claims"][:5])
     with pytest.raises(C.ClaimError) as e:
@@ -108,8 +109,13 @@ def test_a_claim_selecting_no_paper_run_is_an_error(paper_runs: list[Run]) -> No
     assert "\n" not in msg and doc["claims"][3]["id"] in msg and "runs" in msg
 
 
+@functools.cache
+def _raw() -> dict[str, Any]:
+    return yaml.load(CLAIMS.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # noqa: S506
+
+
 def _mutated(edit: Any) -> dict[str, Any]:
-    doc = yaml.safe_load(CLAIMS.read_text())
+    doc = copy.deepcopy(_raw())
     edit(doc)
     return doc
 
