@@ -869,7 +869,7 @@ def load_run_data(run: Run, metrics: str | Path | None, status: str | Path | Non
 def run_snakemake(smk: Any) -> None:
     """Body of ``workflow/scripts/claims.py``: the report on the study's runs that have metrics now.
 
-    params: claims (file), study (name), run_keys (every run of the study), results (R), defined (the
+    params: claims (file), study (name), run_keys (every run of the study), defined (the
     study's figure/table targets). input.metrics: the metrics tables that exist (the rule's inputs).
     """
     import logging
@@ -884,12 +884,13 @@ def run_snakemake(smk: Any) -> None:
         try:
             claims = load_claims(smk.params.claims)
             runs = [parse_key(k) for k in smk.params.run_keys]
-            have = {str(Path(p)) for p in smk.input.metrics}
-            data = {}
-            for r in runs:
-                m = Path(smk.params.results, "runs", r.key, "metrics.parquet")
-                if str(m) in have:
-                    data[r.key] = load_run_data(r, m, m.with_name("status.json"))
+            # .../runs/<model>/<task>/<settings>/metrics.parquet: the run key is in the path
+            have = {"/".join(Path(p).parent.parts[-3:]): Path(p) for p in smk.input.metrics}
+            data = {
+                r.key: load_run_data(r, have[r.key], have[r.key].with_name("status.json"))
+                for r in runs
+                if r.key in have
+            }
             results = evaluate(claims, runs, data)
             budget = staleness_budget(runs, data)
             write_report(

@@ -24,9 +24,7 @@ CLAIM_RUNS = list(
 
 
 def claims_inputs(wildcards):
-    have = [
-        k for k in CLAIM_RUNS if Path(f"{R}/runs/{k}/metrics.parquet").exists()
-    ]
+    have = [k for k in CLAIM_RUNS if Path(f"{R}/runs/{k}/metrics.parquet").exists()]
     return {
         "claims": CLAIMS_FILE,
         "metrics": [f"{R}/runs/{k}/metrics.parquet" for k in have],
@@ -40,9 +38,7 @@ def claims_inputs(wildcards):
 
 
 def claims_message():
-    have = [
-        k for k in CLAIM_RUNS if Path(f"{R}/runs/{k}/metrics.parquet").exists()
-    ]
+    have = [k for k in CLAIM_RUNS if Path(f"{R}/runs/{k}/metrics.parquet").exists()]
     missing = [k for k in CLAIM_RUNS if k not in have]
     lines = [
         f"claims report of study {STUDY.name}: {len(CLAIMS.claims)} claims,"
@@ -68,14 +64,13 @@ rule claims:
         ),
     log:
         f"{R}/logs/claims/claims.log",
-    message:
-        claims_message()
     localrule: True
     params:
         claims=CLAIMS_FILE,
         study=STUDY.name,
         run_keys=[r.key for r in STUDY.runs],
-        results=R,
         defined=sorted(STUDY.figures),
+    message:
+        claims_message()
     script:
         "../scripts/claims.py"
