@@ -23,7 +23,7 @@ import pytest
 import yaml
 
 from coolsampler import claims as C
-from coolsampler.claims_cli import claims_text, relax
+from coolsampler.claims_cli import claims_text
 from coolsampler.metrics import write_metrics
 from coolsampler.metrics_schema import RunStatus
 from coolsampler.study import Run, load_study
@@ -327,6 +327,7 @@ def test_report_from_the_snakemake_script(tmp_path: Path, paper_runs: list[Run],
             run_keys=[r.key for r in paper_runs],
             results=str(tmp_path),
             defined=["fig1", "fig3", "table2"],
+            probe=False,
         ),  # fmt: skip
         log=[str(tmp_path / "claims.log")],
     )
@@ -399,4 +400,17 @@ def test_probe_relaxes_filters_to_the_mechanism(tmp_path: Path) -> None:
     n = C.counts(probe)
     assert n["reproduced"] + n["differs"] > 100
     assert len(budget) == 4
-    assert all("model" not in f for f in relax(claims).filters.values())
+    assert all("model" not in f for f in C.relax(claims).filters.values())
+
+
+def test_smoke_study_is_probed_and_its_dry_run_lists_its_runs() -> None:
+    """No smoke run is the paper's: the report probes the claims on them, and says so."""
+    p = subprocess.run(
+        [sys.executable, "-m", "snakemake", "-n", "results/smoke/claims.md"],
+        cwd=REPO, capture_output=True, text=True, timeout=300, env=_env(),
+    )  # fmt: skip
+    out = p.stdout + p.stderr
+    assert p.returncode == 0, out[-3000:]
+    smoke = load_study(REPO / "config" / "config.yaml")
+    assert "(probe: no run is the paper's)" in out
+    assert f"checked by {len(smoke.runs)} runs" in out

@@ -519,6 +519,34 @@ def check_selects(claims: Claims, runs: Sequence[Run], origin: str = "claims") -
             raise ClaimError(f"{origin}: claim {c['id']}: quantity.versus: selects no run of the study")
 
 
+# The settings that name the paper's scale; a probe drops them and keeps the mechanism.
+PROBE_DROP = ("model", "task", "N", "lr", "seed", "steps", "val_every", "key")
+
+
+def relax(claims: Claims) -> Claims:
+    """The claims with every filter reduced to its mechanism settings (a probe: stand-in runs, e.g. the smoke study)."""
+
+    def strip(f: Any) -> Any:
+        if isinstance(f, list):
+            return [strip(x) for x in f]
+        if isinstance(f, dict):
+            return {k: v for k, v in f.items() if k not in PROBE_DROP}
+        return f
+
+    out = []
+    for c in claims.claims:
+        c = dict(c)
+        q = dict(c["quantity"])
+        if q["reduce"] == "one":
+            q["reduce"] = "each"  # several stand-in runs may match a single paper run
+        c["runs"] = strip(c["runs"])
+        if "versus" in q:
+            q["versus"] = strip(q["versus"])
+        c["quantity"] = q
+        out.append(c)
+    return Claims({k: strip(v) for k, v in claims.filters.items()}, out)
+
+
 # --------------------------------------------------------------------------------------------------
 # Evaluation
 
@@ -849,6 +877,7 @@ __all__ = [
     "evaluate",
     "load_claims",
     "plan",
+    "relax",
     "reduce_values",
     "staleness_budget",
     "write_report",
@@ -883,6 +912,8 @@ def run_snakemake(smk: Any) -> None:
         logger.setLevel(logging.INFO)
         try:
             claims = load_claims(smk.params.claims)
+            if smk.params.probe:  # no run of the study is the paper's: stand-in runs (claims.smk)
+                claims = relax(claims)
             runs = [parse_key(k) for k in smk.params.run_keys]
             # .../runs/<model>/<task>/<settings>/metrics.parquet: the run key is in the path
             have = {"/".join(Path(p).parent.parts[-3:]): Path(p) for p in smk.input.metrics}
@@ -896,7 +927,7 @@ def run_snakemake(smk: Any) -> None:
             write_report(
                 results,
                 budget,
-                smk.params.study,
+                smk.params.study + (" (probe: filters relaxed to the mechanism settings)" if smk.params.probe else ""),
                 smk.output.md,
                 smk.output.csv,
                 smk.output.budget_md,
@@ -909,3 +940,50 @@ def run_snakemake(smk: Any) -> None:
             raise
         finally:
             logger.removeHandler(handler)
+
+
+@dataclass
+class ReportPlan:
+    """What rule ``claims`` needs at DAG time: the claims, the runs they select, probe or not.
+
+    The rule's inputs are the metrics tables that EXIST (``inputs``), so building the report never
+    trains anything; ``message`` is the dry listing: every run that would check a claim.
+    """
+
+    claims: Claims
+    study: str
+    results: str
+    runs: list[str]
+    probe: bool
+
+    @classmethod
+    def of(cls, claims_file: str | Path, study_name: str, study_runs: Sequence[Run], results: str) -> ReportPlan:
+        claims = load_claims(claims_file)
+        keys = list(dict.fromkeys(k for ks in plan(claims, study_runs).values() for k in ks))
+        # A study with none of the paper's runs (the smoke study) is probed: relaxed filters.
+        probe = not keys
+        if probe:
+            keys = list(dict.fromkeys(k for ks in plan(relax(claims), study_runs).values() for k in ks))
+        return cls(claims, study_name, results, keys, probe)
+
+    def existing(self) -> list[str]:
+        return [k for k in self.runs if Path(self.results, "runs", k, "metrics.parquet").exists()]
+
+    def inputs(self, claims_file: str, code: Sequence[str]) -> dict[str, Any]:
+        have = self.existing()
+        status = [Path(self.results, "runs", k, "status.json") for k in have]
+        return {
+            "claims": claims_file,
+            "metrics": [str(Path(self.results, "runs", k, "metrics.parquet")) for k in have],
+            "status": [str(p) for p in status if p.exists()],
+            "code": list(code),
+        }
+
+    def message(self) -> str:
+        have = set(self.existing())
+        head = (
+            f"claims report of study {self.study}"
+            + (" (probe: no run is the paper's)" if self.probe else "")
+            + f": {len(self.claims.claims)} claims, checked by {len(self.runs)} runs, {len(have)} with metrics now"
+        )
+        return "\n".join([head] + [f"  no metrics yet: {k}" for k in self.runs if k not in have])

@@ -32,13 +32,12 @@ from coolsampler.claims import (
     fmt,
     fmt_paper,
     load_claims,
+    relax,
     staleness_budget,
     summary_text,
     write_report,
 )
 from coolsampler.study import Run, parse_key
-
-PROBE_DROP = ("model", "task", "N", "lr", "seed", "steps", "val_every", "key")
 
 
 def run_of(path: Path) -> Run:
@@ -74,30 +73,6 @@ def load_path(path: str | Path) -> RunData:
 
     df, status = parse_jsonl(p, expected_steps=run.steps, val_every=run.val_every)
     return RunData(run, df, status)
-
-
-def relax(claims: Claims) -> Claims:
-    """The claims with every filter reduced to its mechanism settings (``--probe``)."""
-
-    def strip(f: Any) -> Any:
-        if isinstance(f, list):
-            return [strip(x) for x in f]
-        if isinstance(f, dict):
-            return {k: v for k, v in f.items() if k not in PROBE_DROP}
-        return f
-
-    out = []
-    for c in claims.claims:
-        c = dict(c)
-        q = dict(c["quantity"])
-        if q["reduce"] == "one":
-            q["reduce"] = "each"  # several stand-in runs may match a single paper run
-        c["runs"] = strip(c["runs"])
-        if "versus" in q:
-            q["versus"] = strip(q["versus"])
-        c["quantity"] = q
-        out.append(c)
-    return Claims({k: strip(v) for k, v in claims.filters.items()}, out)
 
 
 def claims_text(claims: Claims, paths: Sequence[str], probe: bool = False, show_all: bool = False) -> tuple[str, Any]:
