@@ -278,7 +278,7 @@ def test_a_run_that_stopped_early_makes_its_claims_incomplete(
 def test_staleness_budget_from_observed_onsets(paper_runs: list[Run], data: dict[str, C.RunData]) -> None:
     b = C.staleness_budget(paper_runs, data)
     row = lambda model, tb: b[(b.model == model) & (b.task == "gsm8k") & (b.Tb == tb) & (b.correction == "tis")  # noqa: E731
-                             & (b.lr == 2e-6) & (b.Tl == "1.0")].iloc[0]  # fmt: skip
+                             & (b.lr == 2e-6) & (b.Tl == "1")].iloc[0]  # fmt: skip
     b7_hot, b7_cold = row("qwen2.5-math-7b", "1"), row("qwen2.5-math-7b", "0.8")
     # synthetic 7B: uncooled onsets at step 120 (N=144 and 192), cooled at 180 (N=192); N=144 cooled holds
     assert b7_hot.safe_N_below == 120 and b7_hot.degrading == 3

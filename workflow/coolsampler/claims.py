@@ -28,7 +28,7 @@ import csv
 import io
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cache
 from importlib import resources
 from pathlib import Path
@@ -40,7 +40,7 @@ import yaml
 
 from coolsampler import analysis as A
 from coolsampler.metrics_schema import RunStatus
-from coolsampler.study import Run, matches
+from coolsampler.study import Run, Temperature, matches
 
 VERDICTS = ("reproduced", "differs", "not run", "incomplete")
 
@@ -643,7 +643,8 @@ def staleness_budget(runs: Sequence[Run], data: Mapping[str, RunData]) -> pd.Dat
     groups: dict[tuple[Any, ...], list[RunData]] = {}
     for r in runs:
         if r.key in data and data[r.key].metrics is not None:
-            groups.setdefault((r.model, r.task, r.lr, r.correction, _tb_label(r), str(r.Tl)), []).append(data[r.key])
+            tl = "tied" if r.Tl == "tied" else _tb_label(replace(r, Tb=Temperature("fixed", float(r.Tl))))
+            groups.setdefault((r.model, r.task, r.lr, r.correction, _tb_label(r), tl), []).append(data[r.key])
     rows = []
     for (model, task, lr, corr, tb, tl), rds in sorted(groups.items(), key=lambda kv: [str(x) for x in kv[0]]):
         onsets = [(rd, m_onset(rd)) for rd in sorted(rds, key=lambda rd: (rd.run.N, _order(rd)))]
@@ -671,7 +672,11 @@ def staleness_budget(runs: Sequence[Run], data: Mapping[str, RunData]) -> pd.Dat
                 "passed_first_refresh": max(survived) if survived else None,
             }
         )
-    return pd.DataFrame(rows)
+    df = pd.DataFrame(rows)
+    for col in ("first_cycle_safe_N_below", "safe_N_below", "passed_first_refresh"):
+        if col in df:
+            df[col] = df[col].astype("Int64")  # steps, with "none" where no run says
+    return df
 
 
 # --------------------------------------------------------------------------------------------------
