@@ -628,6 +628,12 @@ def _tb_label(run: Run) -> str:
     return run.Tb.token()[2:] if run.Tb.kind == "fixed" else run.Tb.token()
 
 
+BUDGET_COLUMNS = [
+    "model", "task", "lr", "correction", "Tb", "Tl", "runs", "N", "degrading", "staleness_at_onset",
+    "first_cycle_safe_N_below", "safe_N_below", "passed_first_refresh",
+]  # fmt: skip
+
+
 def staleness_budget(runs: Sequence[Run], data: Mapping[str, RunData]) -> pd.DataFrame:
     """Per model, task, lr, correction, Tb and Tl: the staleness at onset of the degrading runs and
     the refresh interval that implies.
@@ -672,7 +678,7 @@ def staleness_budget(runs: Sequence[Run], data: Mapping[str, RunData]) -> pd.Dat
                 "passed_first_refresh": max(survived) if survived else None,
             }
         )
-    df = pd.DataFrame(rows)
+    df = pd.DataFrame(rows, columns=BUDGET_COLUMNS)
     for col in ("first_cycle_safe_N_below", "safe_N_below", "passed_first_refresh"):
         if col in df:
             df[col] = df[col].astype("Int64")  # steps, with "none" where no run says
