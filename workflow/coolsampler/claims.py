@@ -288,7 +288,7 @@ QUANTITIES: dict[str, Callable[..., Any]] = {
 
 
 def _missing(x: Any) -> bool:
-    return x is None or (isinstance(x, float) and math.isnan(x))
+    return x is None or x is pd.NA or (isinstance(x, float) and math.isnan(x))
 
 
 def _order(rd: RunData) -> tuple[Any, ...]:
