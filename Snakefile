@@ -70,6 +70,7 @@ include: "workflow/rules/data.smk"
 include: "workflow/rules/toy.smk"
 include: "workflow/rules/train.smk"
 include: "workflow/rules/analysis.smk"
+include: "workflow/rules/claims.smk"
 
 
 rule all:

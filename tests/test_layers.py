@@ -13,6 +13,8 @@ LIGHT = [
     "coolsampler.overrides",
     "coolsampler.metrics",
     "coolsampler.analysis",
+    "coolsampler.claims",
+    "coolsampler.claims_cli",
     "coolsampler.tables",
     "coolsampler.figures",
     "coolsampler.plotting",

@@ -116,6 +116,9 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("paths", nargs="+")
     a.add_argument("--N", type=int, help="refresh interval for every path (default: run.yaml or the log)")
     a.set_defaults(func=_analyze)
+    from coolsampler.claims_cli import add_parser as add_claims_parser  # claims PATH... (issue 12)
+
+    add_claims_parser(sub)
     return ap
 
 

@@ -1,0 +1,49 @@
+# The paper's claims (config/claims.yaml) computed on the study's runs: R/claims.md|csv and the
+# staleness budget R/staleness_budget.md|csv (coolsampler.claims).
+#
+# The report's inputs are the metrics tables that EXIST when the DAG is built, so it never trains
+# anything: before any training it lists, for each claim, the runs that would check it (verdict
+# "not run"; the dry run's message lists them); as runs finish, the set of inputs changes and
+# Snakemake rebuilds it. To get the runs themselves, build the figures/tables (or `all`) first.
+# A study with none of the paper's runs (the smoke study) is probed: each claim's filter is relaxed
+# to its mechanism settings (correction, Tb, Tl, replicate), and the report says so.
+from coolsampler.claims import ClaimError, ReportPlan
+
+CLAIMS_FILE = config.get("claims", "config/claims.yaml")
+CLAIMS_CODE = [
+    f"{workflow.basedir}/workflow/coolsampler/{m}"
+    for m in ("claims.py", "analysis.py", "schemas/claims.schema.yaml")
+]
+try:
+    CLAIMS_PLAN = ReportPlan.of(CLAIMS_FILE, STUDY.name, STUDY.runs, R)
+except ClaimError as err:
+    raise WorkflowError(f"invalid claims file: {err}") from None
+
+
+rule claims:
+    input:
+        unpack(lambda wc: CLAIMS_PLAN.inputs(CLAIMS_FILE, CLAIMS_CODE)),
+    output:
+        md=report(f"{R}/claims.md", category="Claims", labels={"report": "claims"}),
+        csv=report(
+            f"{R}/claims.csv", category="Claims", labels={"report": "claims (csv)"}
+        ),
+        budget_md=f"{R}/staleness_budget.md",
+        budget_csv=report(
+            f"{R}/staleness_budget.csv",
+            category="Claims",
+            labels={"report": "staleness budget"},
+        ),
+    log:
+        f"{R}/logs/claims/claims.log",
+    localrule: True
+    params:
+        claims=CLAIMS_FILE,
+        study=STUDY.name,
+        probe=CLAIMS_PLAN.probe,
+        run_keys=[r.key for r in STUDY.runs],
+        defined=sorted(STUDY.figures),
+    message:
+        CLAIMS_PLAN.message()
+    script:
+        "../scripts/claims.py"
