@@ -47,3 +47,40 @@ rule claims:
         CLAIMS_PLAN.message()
     script:
         "../scripts/claims.py"
+
+
+if REHEARSAL_ROOT is not None:
+
+    # The rehearsal's claims: every claim computed on the rehearsal's real logs (the runs are the
+    # paper's, shortened), so every computation path runs; the report depends on all of its runs.
+    use rule claims as rehearsal_claims with:
+        input:
+            claims=CLAIMS_FILE,
+            metrics=[
+                ROOTS[REHEARSAL_ROOT].layout.run_file(r.key, "metrics.parquet")
+                for r in ROOTS[REHEARSAL_ROOT].study.runs
+            ],
+            status=[
+                ROOTS[REHEARSAL_ROOT].layout.run_file(r.key, "status.json")
+                for r in ROOTS[REHEARSAL_ROOT].study.runs
+            ],
+            code=CLAIMS_CODE,
+        output:
+            md=report(
+                f"{REHEARSAL_ROOT}/claims.md",
+                category="Claims",
+                labels={"report": "rehearsal claims"},
+            ),
+            csv=f"{REHEARSAL_ROOT}/claims.csv",
+            budget_md=f"{REHEARSAL_ROOT}/staleness_budget.md",
+            budget_csv=f"{REHEARSAL_ROOT}/staleness_budget.csv",
+        log:
+            f"{REHEARSAL_ROOT}/logs/claims/claims.log",
+        params:
+            claims=CLAIMS_FILE,
+            study=ROOTS[REHEARSAL_ROOT].study.name,
+            probe=False,
+            run_keys=[r.key for r in ROOTS[REHEARSAL_ROOT].study.runs],
+            defined=sorted(ROOTS[REHEARSAL_ROOT].study.figures),
+        message:
+            "claims report of the rehearsal: every claim on its real logs"

@@ -205,6 +205,7 @@ def rehearsal_inputs(wildcards):
     return {
         "status": [x.layout.run_file(r.key, "status.json") for r in x.study.runs],
         "targets": study_targets(REHEARSAL_ROOT),
+        "claims": f"{REHEARSAL_ROOT}/claims.md",
     }
 
 
