@@ -70,8 +70,15 @@ def test_random_model_and_filler_tokenizer_load(tmp_path):
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    small = {**acc.QWEN25_MATH_15B, "vocab_size": 300, "hidden_size": 64, "intermediate_size": 128,
-             "num_hidden_layers": 1, "num_attention_heads": 2, "num_key_value_heads": 1}  # fmt: skip
+    small = {
+        **acc.QWEN25_MATH_15B,
+        "vocab_size": 300,
+        "hidden_size": 64,
+        "intermediate_size": 128,
+        "num_hidden_layers": 1,
+        "num_attention_heads": 2,
+        "num_key_value_heads": 1,
+    }
     acc.random_qwen2(tmp_path, small)
     tok = AutoTokenizer.from_pretrained(tmp_path)
     model = AutoModelForCausalLM.from_pretrained(tmp_path)
@@ -96,8 +103,9 @@ def test_unpatched_verl_is_the_installed_tree_without_the_patches(tmp_path):
     assert "staleness/staleness" not in "".join((tree / rel).read_text() for rel in touched)
     assert (tree / "verl" / "version" / "version").read_text().strip() == "0.9.1"
     for p in patches:
-        subprocess.run(["patch", "-p1", "--forward", "--batch", "-i", str(p)], cwd=tree, check=True,
-                       capture_output=True)  # fmt: skip
+        subprocess.run(
+            ["patch", "-p1", "--forward", "--batch", "-i", str(p)], cwd=tree, check=True, capture_output=True
+        )
     for rel in touched:
         assert (tree / rel).read_text() == (installed / rel.removeprefix("verl/")).read_text(), rel
 
@@ -105,10 +113,14 @@ def test_unpatched_verl_is_the_installed_tree_without_the_patches(tmp_path):
 def _staleness_result(seq, refreshed, steps=8, val_steps=(3, 6, 8)):
     arm = acc.Arm("staleness", 4, steps, 3, tap=True)
     rec = {
-        t: {"staleness/staleness": s, "staleness/refreshed": t in refreshed,
-            "staleness/sampler_version": 4 * ((t - 1) // 4), **({"val-core/x": 0.1} if t in val_steps else {})}
+        t: {
+            "staleness/staleness": s,
+            "staleness/refreshed": t in refreshed,
+            "staleness/sampler_version": 4 * ((t - 1) // 4),
+            **({"val-core/x": 0.1} if t in val_steps else {}),
+        }
         for t, s in zip(range(1, steps + 1), seq, strict=True)
-    }  # fmt: skip
+    }
     return acc.ArmResult(arm, records=rec)
 
 
@@ -138,12 +150,22 @@ def test_timing_and_logprob_checks():
         {"N=1": res("N=1", 1, 3.0), "N=8": res("N=8", 8, 3.6), "unpatched": res("u", 1, 2.0)}, "gpu"
     )
     assert {c.name: c.status for c in slow} | {} == {
-        "median step time N=1": "info", "median step time N=8": "info", "median step time unpatched": "info",
-        "step time N=8 / N=1": "fail", "step time N=1 patched / unpatched": "fail",
+        "median step time N=1": "info",
+        "median step time N=8": "info",
+        "median step time unpatched": "info",
+        "step time N=8 / N=1": "fail",
+        "step time N=1 patched / unpatched": "fail",
         "unpatched arm ran upstream verl": "fail",
-    }  # fmt: skip
-    err = {"tokens": 100.0, "q@Tb max": 5e-5, "q@Tb mean": 1e-5, "q@Tl mean": 0.2, "old@Tl max": 5e-5,
-           "old@Tl mean": 1e-5, "old@Tb mean": 0.2}  # fmt: skip
+    }
+    err = {
+        "tokens": 100.0,
+        "q@Tb max": 5e-5,
+        "q@Tb mean": 1e-5,
+        "q@Tl mean": 0.2,
+        "old@Tl max": 5e-5,
+        "old@Tl mean": 1e-5,
+        "old@Tb mean": 0.2,
+    }
     assert [c.status for c in acc.logprob_checks(err, "cpu")] == ["pass", "pass"]
     tied = {**err, "q@Tb max": 0.2, "q@Tb mean": 0.2, "q@Tl mean": 1e-5}  # sampler drew at the learner's T
     assert [c.status for c in acc.logprob_checks(tied, "cpu")] == ["fail", "pass"]
@@ -155,8 +177,21 @@ def test_acceptance_on_the_cpu_stack(tmp_path):
     """The whole script on the CPU stack (toy model): N=4 staleness run with the tap, N=1 and N=8 timing
     runs; --quick leaves out the unpatched-verl run (tests/test_verl_stack.py runs upstream verl)."""
     out = tmp_path / "acc"
-    cmd = [sys.executable, str(REPO / "workflow" / "scripts" / "gpu_acceptance.py"), "--platform", "cpu",
-           "--steps", "4", "--quick", "--sft-steps", "100", "--budget-s", "840", "--out", str(out)]  # fmt: skip
+    cmd = [
+        sys.executable,
+        str(REPO / "workflow" / "scripts" / "gpu_acceptance.py"),
+        "--platform",
+        "cpu",
+        "--steps",
+        "4",
+        "--quick",
+        "--sft-steps",
+        "25",
+        "--budget-s",
+        "840",
+        "--out",
+        str(out),
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=880)
     summary = json.loads((out / "summary.json").read_text())
     status = {c["name"]: c["status"] for c in summary["checks"]}

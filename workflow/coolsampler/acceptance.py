@@ -213,7 +213,7 @@ class World:
     val: Path
 
 
-def make_world(platform: str, root: Path, model: Path | None, *, sft_steps: int = 300) -> World:
+def make_world(platform: str, root: Path, model: Path | None, *, sft_steps: int = 100) -> World:
     """Model and data for the runs (reused when ``root`` holds them from an earlier call)."""
     from coolsampler import toy
 
@@ -227,8 +227,13 @@ def make_world(platform: str, root: Path, model: Path | None, *, sft_steps: int 
     if platform == "cpu":
         toy_dir = root / "toy-model"
         if not (toy_dir / "model.safetensors").exists():
+            import torch
+
+            # one thread, as the platform gives every verl process (OMP_NUM_THREADS=1): on a loaded 2-core
+            # machine two spinning OpenMP threads make a tiny model's step many times slower
+            torch.set_num_threads(1)
             say(f"cpu platform: warm-starting the rehearsal's toy Qwen2 ({sft_steps} SFT steps at most)")
-            toy.sft_warm_start(toy_dir, steps=sft_steps, target_acc=0.3, rehearsal=True, log=lambda s: None)
+            toy.sft_warm_start(toy_dir, steps=sft_steps, target_acc=0.3, rehearsal=True, log=say)
         return World(toy_dir, "toy", "toy Qwen2 of the rehearsal (coolsampler.toy; cpu platform)", train, val)
     hit = find_model()
     if hit is not None:
@@ -482,6 +487,8 @@ def run_arm(
     out.mkdir(parents=True, exist_ok=True)
     res = ArmResult(arm, dir=out)
     env = get_platform(platform).env()
+    # offline by definition (the model is a local directory): no hub look-up may wait on a network
+    env.update({"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "WANDB_MODE": "disabled"})
     if arm.tap:
         (out / "tap").mkdir(exist_ok=True)
         env["COOLSAMPLER_TAP_DIR"] = str(out / "tap")
@@ -542,16 +549,27 @@ def staleness_checks(res: ArmResult, n: int = N_STALE) -> list[Check]:
     versions_ok = all(int(rec[t].get("staleness/sampler_version", -1)) == n * ((t - 1) // n) for t in logged)
     val_steps = [t for t in logged if any(k.startswith("val-core/") for k in rec[t])]
     return [
-        Check(f"staleness sequence, N={n}", " ".join(map(str, seq)) or "none logged",
-              "pass" if logged == list(range(1, steps + 1)) and seq == want else "fail",
-              "(t-1) mod N: " + " ".join(map(str, want))),
-        Check("sampler refreshed after steps", " ".join(map(str, refreshed)) or "none",
-              "pass" if refreshed == want_ref and versions_ok else "fail",
-              "multiples of N: " + " ".join(map(str, want_ref)) + "; sampler_version = N*floor((t-1)/N)"),
-        Check("validation between refreshes", " ".join(map(str, val_steps)) or "none",
-              "pass" if val_steps == [t for t in range(1, steps + 1) if t % res.arm.val_every == 0 or t == steps]
-              else "fail", f"every {res.arm.val_every} steps and the last, training then stale again"),
-    ]  # fmt: skip
+        Check(
+            f"staleness sequence, N={n}",
+            " ".join(map(str, seq)) or "none logged",
+            "pass" if logged == list(range(1, steps + 1)) and seq == want else "fail",
+            "(t-1) mod N: " + " ".join(map(str, want)),
+        ),
+        Check(
+            "sampler refreshed after steps",
+            " ".join(map(str, refreshed)) or "none",
+            "pass" if refreshed == want_ref and versions_ok else "fail",
+            "multiples of N: " + " ".join(map(str, want_ref)) + "; sampler_version = N*floor((t-1)/N)",
+        ),
+        Check(
+            "validation between refreshes",
+            " ".join(map(str, val_steps)) or "none",
+            "pass"
+            if val_steps == [t for t in range(1, steps + 1) if t % res.arm.val_every == 0 or t == steps]
+            else "fail",
+            f"every {res.arm.val_every} steps and the last, training then stale again",
+        ),
+    ]
 
 
 def logprob_errors(tap_dir: Path, model: Path, *, tb: float, tl: float, max_seqs: int) -> dict[str, float]:
@@ -608,7 +626,7 @@ def logprob_checks(err: dict[str, float], platform: str) -> list[Check]:
                 f"{stat} <= {tol:g}; mean <= half the other T's",
             )
         )
-    return checks  # fmt: skip
+    return checks
 
 
 def median_step(res: ArmResult, key: str = "timing_s/step") -> float | None:
@@ -621,15 +639,25 @@ def timing_checks(results: dict[str, ArmResult], platform: str) -> list[Check]:
     med = {k: median_step(r) for k, r in results.items()}
     sync = {k: median_step(r, "timing_s/update_weights") for k, r in results.items()}
     rows = [
-        Check(f"median step time {k}", f"{v:.3f} s" if v else "n/a", "info" if v else "fail",
-              f"steps {WARMUP_STEPS + 1}..{results[k].arm.steps}; weight sync "
-              + (f"{sync[k] * 1000:.0f} ms" if sync[k] is not None else "n/a"))
+        Check(
+            f"median step time {k}",
+            f"{v:.3f} s" if v else "n/a",
+            "info" if v else "fail",
+            f"steps {WARMUP_STEPS + 1}..{results[k].arm.steps}; weight sync "
+            + (f"{sync[k] * 1000:.0f} ms" if sync[k] is not None else "n/a"),
+        )
         for k, v in med.items()
-    ]  # fmt: skip
+    ]
     if med.get("N=8") and med.get("N=1"):
         r = med["N=8"] / med["N=1"]
-        rows.append(Check("step time N=8 / N=1", f"{r:.3f}", "pass" if r <= lim["n8_over_n1"] else "fail",
-                          f"<= {lim['n8_over_n1']}"))  # fmt: skip
+        rows.append(
+            Check(
+                "step time N=8 / N=1",
+                f"{r:.3f}",
+                "pass" if r <= lim["n8_over_n1"] else "fail",
+                f"<= {lim['n8_over_n1']}",
+            )
+        )
     if med.get("N=1") and med.get("unpatched"):
         r = med["N=1"] / med["unpatched"]
         rows.append(
@@ -642,8 +670,14 @@ def timing_checks(results: dict[str, ArmResult], platform: str) -> list[Check]:
         )
         up = results["unpatched"].records
         really = bool(up) and not any("staleness/staleness" in m for m in up.values())
-        rows.append(Check("unpatched arm ran upstream verl", "no staleness/* metrics" if really else "patched metrics",
-                          "pass" if really else "fail", "the gate's metrics absent"))  # fmt: skip
+        rows.append(
+            Check(
+                "unpatched arm ran upstream verl",
+                "no staleness/* metrics" if really else "patched metrics",
+                "pass" if really else "fail",
+                "the gate's metrics absent",
+            )
+        )
     return rows
 
 
@@ -673,7 +707,7 @@ def memory_checks(results: dict[str, ArmResult], platform: str) -> list[Check]:
         )
     else:
         rows.append(Check("peak GPU memory", "no GPU (cpu platform)", "info"))
-    return rows  # fmt: skip
+    return rows
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -691,14 +725,17 @@ class Options:
     response_length: int = 256
     budget_s: float = 570.0
     logprob_seqs: int = 32
-    sft_steps: int = 300
+    sft_steps: int = 100
     patches: Path = Path(__file__).resolve().parents[2] / "patches" / "verl"
 
 
 def arms(opt: Options) -> list[Arm]:
     val = 3  # validation at step 3 falls between refreshes (4, 8): the sampler must go back to stale
-    out = [Arm("staleness", N_STALE, opt.steps, val, tap=True),
-           Arm("N=1", 1, opt.timing_steps, 0), Arm("N=8", 8, opt.timing_steps, 0)]  # fmt: skip
+    out = [
+        Arm("staleness", N_STALE, opt.steps, val, tap=True),
+        Arm("N=1", 1, opt.timing_steps, 0),
+        Arm("N=8", 8, opt.timing_steps, 0),
+    ]
     if not opt.quick:
         out.append(Arm("unpatched", 1, opt.timing_steps, 0, upstream=True))
     return out
@@ -726,9 +763,16 @@ def run_acceptance(opt: Options, log: Callable[[str], None] = say) -> dict[str, 
             results[arm.name] = ArmResult(arm, error="not run: time budget spent")
             continue
         log(f"{arm.name}: N={arm.N}, {arm.steps} steps" + (" (unpatched verl)" if arm.upstream else ""))
-        results[arm.name] = run_arm(arm, world, opt.out / "runs" / arm.name.replace("=", ""),
-                                    platform=opt.platform, recipe=recipe, gpus=gpus, timeout_s=left,
-                                    upstream_tree=upstream_tree)  # fmt: skip
+        results[arm.name] = run_arm(
+            arm,
+            world,
+            opt.out / "runs" / arm.name.replace("=", ""),
+            platform=opt.platform,
+            recipe=recipe,
+            gpus=gpus,
+            timeout_s=left,
+            upstream_tree=upstream_tree,
+        )
         r = results[arm.name]
         log(f"{arm.name}: {'done' if not r.error else 'FAILED'} in {r.wall_s:.0f}s")
     checks: list[Check] = []
@@ -767,7 +811,7 @@ def run_acceptance(opt: Options, log: Callable[[str], None] = say) -> dict[str, 
                 "dir": str(r.dir),
             }
             for k, r in results.items()
-        },  # fmt: skip
+        },
         "logprob_errors": err,
         "checks": [c.__dict__ for c in checks],
         "passed": all(c.status != "fail" for c in checks),
@@ -800,8 +844,10 @@ def summary_markdown(s: dict[str, Any]) -> str:
         "|---|---|---|---|---|---|---|---|",
     ]
     for k, r in s["runs"].items():
-        lines.append(f"| {k} | {r['N']} | {r['steps']} | {r['wall_s']} | {r['startup_s']} | {r['host_peak_mb']} "
-                     f"| {r['gpu_peak_mb']} | {r['error'] or ''} |")  # fmt: skip
+        lines.append(
+            f"| {k} | {r['N']} | {r['steps']} | {r['wall_s']} | {r['startup_s']} | {r['host_peak_mb']} "
+            f"| {r['gpu_peak_mb']} | {r['error'] or ''} |"
+        )
     return "\n".join(lines) + "\n"
 
 

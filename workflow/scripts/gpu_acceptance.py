@@ -35,7 +35,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--response-length", type=int, default=256, help="gpu: max response tokens (task: 512)")
     ap.add_argument("--budget-s", type=float, help="wall-clock budget of the whole check (gpu 570, cpu 3600)")
     ap.add_argument("--logprob-seqs", type=int, default=32, help="step-1 sequences recomputed with transformers")
-    ap.add_argument("--sft-steps", type=int, default=300, help="cpu: SFT steps of the toy model at most")
+    ap.add_argument("--sft-steps", type=int, default=100, help="cpu: SFT steps of the toy model at most")
     args = ap.parse_args(argv)
     opt = Options(
         platform=args.platform,
