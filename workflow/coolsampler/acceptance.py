@@ -377,21 +377,21 @@ class PeakMonitor(threading.Thread):
         self.host_mb = 0.0
         self.gpu_mb: float | None = None  # peak of the busiest GPU
         self.gpu_total_mb: float | None = None
-        self._stop = threading.Event()
+        self._halt = threading.Event()  # not _stop: threading.Thread has a _stop method
 
     def run(self) -> None:
         me = os.getpid()
-        while not self._stop.is_set():
+        while not self._halt.is_set():
             self.host_mb = max(self.host_mb, session_memory_mb(me))
             gpus = gpu_memory_mb()
             if gpus:
                 used = max(u for u, _ in gpus)
                 self.gpu_mb = used if self.gpu_mb is None else max(self.gpu_mb, used)
                 self.gpu_total_mb = max(t for _, t in gpus)
-            self._stop.wait(self.interval_s)
+            self._halt.wait(self.interval_s)
 
     def stop(self) -> None:
-        self._stop.set()
+        self._halt.set()
         self.join(timeout=15)
 
 
@@ -497,26 +497,38 @@ def run_arm(
     if arm.upstream:
         assert upstream_tree is not None
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(upstream_tree), os.environ.get("PYTHONPATH")]))
-    stall = 240.0 if platform == "cpu" else 180.0
+    stall = 300.0 if platform == "cpu" else 180.0
     mon = PeakMonitor()
     mon.start()
     t0 = time.time()
     try:
-        prog = run_verl(
-            arm_overrides(arm, world, out, platform, recipe, gpus),
-            jsonl=out / "train.jsonl",
-            log=out / "train.log",
-            total_steps=arm.steps,
-            env=env,
-            timeout_s=timeout_s,
-            stall_s=stall,
-            startup_s=min(timeout_s, 2 * stall),
-            on_progress=lambda s: say(f"{arm.name}: {s}"),
-        )
-        res.startup_s = None if prog.first_step_at is None else prog.first_step_at - t0
-    except TrainingFailed as e:
-        res.error = str(e).splitlines()[0]
-        say(f"{arm.name}: FAILED: {res.error} (log: {out / 'train.log'})")
+        # One retry, as rule train does, of an attempt that stalled or died before its first step (on a
+        # shared machine: a start-up slower than the limit, a port another job took); not of a timeout.
+        for attempt in (1, 2):
+            left = timeout_s - (time.time() - t0)
+            try:
+                prog = run_verl(
+                    arm_overrides(arm, world, out, platform, recipe, gpus),
+                    jsonl=out / "train.jsonl",
+                    log=out / "train.log",
+                    total_steps=arm.steps,
+                    env=env,
+                    timeout_s=left,
+                    stall_s=stall,
+                    startup_s=min(left, 2 * stall),
+                    on_progress=lambda s: say(f"{arm.name}: {s}"),
+                )
+                res.startup_s = None if prog.first_step_at is None else prog.first_step_at - t0
+                res.error = None
+                break
+            except TrainingFailed as e:
+                res.error = str(e).splitlines()[0]
+                say(f"{arm.name}: attempt {attempt} FAILED: {res.error} (log: {out / 'train.log'})")
+                early = e.progress is not None and e.progress.step == 0 and not res.error.startswith("timeout")
+                if attempt == 2 or not (early or res.error.startswith("stalled")):
+                    break
+                if timeout_s - (time.time() - t0) < 120:
+                    break
     finally:
         mon.stop()
     res.wall_s = time.time() - t0
