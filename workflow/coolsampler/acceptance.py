@@ -592,7 +592,7 @@ def logprob_errors(tap_dir: Path, model: Path, *, tb: float, tl: float, max_seqs
 
     rec = torch.load(tap_dir / "step_1.pt")
     device = "cuda" if torch.cuda.is_available() else "cpu"
-    lm = AutoModelForCausalLM.from_pretrained(model, torch_dtype=torch.float32, attn_implementation="sdpa").to(device)
+    lm = AutoModelForCausalLM.from_pretrained(model, dtype=torch.float32, attn_implementation="sdpa").to(device)
     lm.eval()
     errs: dict[str, list[torch.Tensor]] = {k: [] for k in ("q@Tb", "q@Tl", "old@Tl", "old@Tb")}
     n_tok = 0
