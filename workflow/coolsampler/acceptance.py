@@ -633,7 +633,7 @@ def logprob_checks(err: dict[str, float], platform: str) -> list[Check]:
         checks.append(
             Check(
                 label,
-                f"{stat} |err| {e:.2e} over {int(err['tokens'])} tokens (other T: mean {other:.2e})",
+                f"{stat} abs err {e:.2e} over {int(err['tokens'])} tokens (other T: mean {other:.2e})",
                 "pass" if ok else "fail",
                 f"{stat} <= {tol:g}; mean <= half the other T's",
             )
