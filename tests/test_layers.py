@@ -25,6 +25,7 @@ LIGHT = [
     "coolsampler.cli",
     "coolsampler.launch",
     "coolsampler.train_job",
+    "coolsampler.acceptance",
     "coolsampler.worker.controller",
 ]
 

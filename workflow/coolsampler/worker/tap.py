@@ -7,6 +7,10 @@ platform through ``VERL_USE_EXTERNAL_MODULES``. After verl's old-log-prob pass o
 ``sampler_<t>.pt`` with the weights the vLLM engine held when it drew that batch (asked of the
 engine itself through ``CpuReloadWorkerExtension.dump_sampler_state``). The tests then recompute
 logits with transformers on exactly those weights. Changes nothing verl computes.
+
+``COOLSAMPLER_TAP_SAMPLER=0`` records the batch only: on GPU the engine runs verl's own worker
+extension, which cannot dump its weights (coolsampler.acceptance compares step 1, where the sampler
+holds the initial model, instead).
 """
 
 from __future__ import annotations
@@ -38,12 +42,12 @@ def install() -> None:
             record[name] = [t.detach().clone() for t in value.unbind(0)] if hasattr(value, "unbind") else value
         record["temperature"] = float(self.config.actor_rollout_ref.rollout.temperature)
         torch.save(record, os.path.join(out, f"step_{step}.pt"))
+        if os.environ.get("COOLSAMPLER_TAP_SAMPLER", "1") == "0":
+            return out_batch
         for replica in self.checkpoint_manager.replicas:
             for server in replica.servers:
                 ray.get(
-                    server.collective_rpc.remote(
-                        "dump_sampler_state", args=(os.path.join(out, f"sampler_{step}.pt"),)
-                    )
+                    server.collective_rpc.remote("dump_sampler_state", args=(os.path.join(out, f"sampler_{step}.pt"),))
                 )
         return out_batch
 
