@@ -57,10 +57,17 @@ def run_stack(
     timeout_s: float = 600,
     extra: list[str] | None = None,
 ) -> Path:
-    """Train one run key on the CPU stack; returns verl's JSONL path. Fails loudly on any hang."""
+    """Train one run key on the CPU stack; returns verl's JSONL path. Fails loudly on any hang.
+
+    ``extra`` overrides replace the run's own override of the same key (Hydra refuses duplicates)."""
     run = parse_key(key)
     paths = RunPaths(model=str(world.model), train=str(world.train), val=str(world.val), out_dir=str(out))
-    overrides = verl_overrides(run, paths, platform="cpu", study_recipe=SMOKE_RECIPE) + (extra or [])
+    replaced = {e.split("=", 1)[0].lstrip("+") for e in extra or []}
+    overrides = [
+        o
+        for o in verl_overrides(run, paths, platform="cpu", study_recipe=SMOKE_RECIPE)
+        if o.split("=", 1)[0].lstrip("+") not in replaced
+    ] + (extra or [])
     env = cpu_env()
     if tap:
         (out / "tap").mkdir(parents=True, exist_ok=True)
