@@ -537,7 +537,9 @@ def test_async_submission_without_a_controller_is_upstream(monkeypatch: pytest.M
     stub.global_steps = 4
     sent: list = []
     stub.agent_loop_manager = type("M", (), {"generate_sequences": staticmethod(sent.append)})()
-    batch = tu.get_tensordict({"uid": ["a1", "b2"], "raw_prompt": ["prompt-a", "prompt-b"], "index": torch.tensor([0, 1])})
+    batch = tu.get_tensordict(
+        {"uid": ["a1", "b2"], "raw_prompt": ["prompt-a", "prompt-b"], "index": torch.tensor([0, 1])}
+    )
     tu.assign_non_tensor_data(batch, "global_steps", stub.global_steps)
     puts: list = []
     monkeypatch.setattr(tb.tq, "kv_batch_put", lambda **kwargs: puts.append(kwargs))

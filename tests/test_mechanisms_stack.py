@@ -126,6 +126,7 @@ def _easy_and_mixed_prompts(train: pd.DataFrame) -> pd.DataFrame:
     return pd.concat([easy, others]).reset_index(drop=True)
 
 
+@pytest.mark.timeout(1500)  # start-up plus 8 steps; generous for a loaded 2-core machine
 def test_per_prompt_controller_samples_one_step_at_several_temperatures(tmp_path_factory, world):
     """The default saturation controller on the live stack: each prompt's temperature moves with its
     own group's rewards. From verl's rollout dump (every response's reward, keyed by prompt text) an
