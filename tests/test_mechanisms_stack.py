@@ -112,7 +112,7 @@ def test_per_prompt_temperatures(tmp_path_factory, world):
     assert distinct[0.05] <= 1.5 < distinct[1.2], distinct
 
 
-PER_PROMPT_KEY = "toy-qwen2/arith/N4_lr3e-4_tis_Tbsat0.8_Tl1_s1_st8_v8"  # the default: per prompt, all correct
+PER_PROMPT_KEY = "toy-qwen2/arith/N4_lr3e-4_tis_Tbsat0.8_Tl1_s1_st8"  # the default: per prompt, all correct
 
 
 def _easy_and_mixed_prompts(train: pd.DataFrame) -> pd.DataFrame:
