@@ -112,7 +112,9 @@ def test_per_prompt_temperatures(tmp_path_factory, world):
     assert distinct[0.05] <= 1.5 < distinct[1.2], distinct
 
 
-PER_PROMPT_KEY = "toy-qwen2/arith/N4_lr3e-4_tis_Tbsat0.8_Tl1_s1_st8"  # the default: per prompt, all correct
+# the per-prompt controller with the all-equal option: the toy model, sampling at 0.8, leaves few groups
+# all correct within 8 steps (a run with the default rule logged none), but all-wrong ones every step
+PER_PROMPT_KEY = "toy-qwen2/arith/N4_lr3e-4_tis_Tbsat0.8-alleq_Tl1_s1_st8"
 
 
 def _easy_and_mixed_prompts(train: pd.DataFrame) -> pd.DataFrame:
@@ -128,8 +130,8 @@ def _easy_and_mixed_prompts(train: pd.DataFrame) -> pd.DataFrame:
 
 @pytest.mark.timeout(1500)  # start-up plus 8 steps; generous for a loaded 2-core machine
 def test_per_prompt_controller_samples_one_step_at_several_temperatures(tmp_path_factory, world):
-    """The default saturation controller on the live stack: each prompt's temperature moves with its
-    own group's rewards. From verl's rollout dump (every response's reward, keyed by prompt text) an
+    """The per-prompt saturation controller on the live stack: each prompt's temperature moves with
+    its own group's rewards. From verl's rollout dump (every response's reward, keyed by prompt text) an
     independent implementation of the rule recomputes each step's per-prompt temperatures; the
     logged mean, min and max must match, some step must hold different temperatures, and the
     sampler's recorded log-probs must be those of each prompt's own temperature."""
@@ -163,7 +165,8 @@ def test_per_prompt_controller_samples_one_step_at_several_temperatures(tmp_path
         assert rec[t]["sampler/temperature_min"] == pytest.approx(min(ts), abs=1e-9)
         assert rec[t]["sampler/temperature_max"] == pytest.approx(max(ts), abs=1e-9)
         for p, scores in groups.items():
-            if min(scores) >= 1.0:  # all correct: heat this prompt
+            all_correct, all_equal = min(scores) >= 1.0, min(scores) == max(scores)
+            if all_correct or (all_equal and run.Tb.saturated == "all_equal"):  # saturated: heat it
                 temp[p] = min(sampled[t][p] + step_up, t_max)
     spread = [t for t in sampled if max(sampled[t].values()) > min(sampled[t].values())]
     assert spread, {t: rec[t]["sampler/temperature_max"] for t in sampled}
