@@ -40,9 +40,16 @@ class World:
 
 def make_world(root: Path, sft_steps: int = 1500) -> World:
     """Tiny Qwen2 (head_dim 32) with its tokenizer, warm-started to ~half accuracy (about 30 s), and
-    the addition task. Half right, half wrong: GRPO groups have mixed rewards, so the learner moves."""
+    the addition task. Half right, half wrong: GRPO groups have mixed rewards, so the learner moves.
+
+    ``COOLSAMPLER_TEST_WORLD=<dir>``: use the world already built there by ``make_world(<dir>)``
+    (on a loaded machine the warm start alone can outlast a test's timeout)."""
     from coolsampler import toy
 
+    shared = os.environ.get("COOLSAMPLER_TEST_WORLD")  # a world built once, reused (busy machines)
+    if shared and (Path(shared) / "model" / "config.json").exists():
+        data = Path(shared) / "data"
+        return World(Path(shared) / "model", data / "train.parquet", data / "test.parquet")
     paths = toy.write_task(root / "data", n_train=512, n_test=64)
     toy.sft_warm_start(root / "model", steps=sft_steps, target_acc=0.5, log=lambda s: None)
     return World(root / "model", paths["train"], paths["test"])
@@ -58,10 +65,17 @@ def run_stack(
     timeout_s: float = 600,
     extra: list[str] | None = None,
 ) -> Path:
-    """Train one run key on the CPU stack; returns verl's JSONL path. Fails loudly on any hang."""
+    """Train one run key on the CPU stack; returns verl's JSONL path. Fails loudly on any hang.
+
+    ``extra`` overrides replace the run's own override of the same key (Hydra refuses duplicates)."""
     run = parse_key(key)
     paths = RunPaths(model=str(world.model), train=str(world.train), val=str(world.val), out_dir=str(out))
-    overrides = verl_overrides(run, paths, platform="cpu", study_recipe=SMOKE_RECIPE) + (extra or [])
+    replaced = {e.split("=", 1)[0].lstrip("+") for e in extra or []}
+    overrides = [
+        o
+        for o in verl_overrides(run, paths, platform="cpu", study_recipe=SMOKE_RECIPE)
+        if o.split("=", 1)[0].lstrip("+") not in replaced
+    ] + (extra or [])
     env = get_platform("cpu").env()
     if tap:
         (out / "tap").mkdir(parents=True, exist_ok=True)

@@ -113,6 +113,8 @@ CASES: list[tuple[str, Edit, str, str]] = [
     ("linear without end", put("runs", 1, "Tb", value={"schedule": "linear", "start": 0.8}), "runs[1].Tb.end", "required"),  # noqa: E501
     ("Tl tied with a controller", put("runs", 1, "Tl", value="tied"), "runs[1].Tl", ALLOWED),
     ("kl_gate on kl_cooling", put("runs", 1, "Tb", value={"controller": "kl_cooling", "start": 0.8, "kl_gate": True}), "runs[1].Tb.kl_gate", ALLOWED),  # noqa: E501
+    ("scope on kl_cooling", put("runs", 1, "Tb", value={"controller": "kl_cooling", "start": 0.8, "scope": "global"}), "runs[1].Tb.scope", ALLOWED),  # noqa: E501
+    ("unknown saturation rule", put("runs", 1, "Tb", value={"controller": "saturation", "start": 0.8, "saturated": "all_wrong"}), "runs[1].Tb.saturated", ALLOWED),  # noqa: E501
     ("cut without a step count", put("runs", 1, "replicate", value="cut"), "runs[1].steps", ALLOWED),
     ("val_every > steps", both(put("runs", 1, "steps", value=20), put("runs", 1, "val_every", value=40)), "runs[1].val_every", ALLOWED),  # noqa: E501
     ("toy model with gsm8k", put("runs", 1, "task", value="gsm8k"), "runs[1]", ALLOWED),

@@ -8,16 +8,21 @@ import math
 
 import pytest
 
-from coolsampler.study import Temperature
+from coolsampler.study import Temperature, parse_key
 from coolsampler.worker.controller import (
+    SATURATION_RULES,
+    SCOPES,
     FixedTemperature,
     KLCoolingController,
     LinearSchedule,
+    PerPromptSaturationController,
     SaturationController,
     TemperatureController,
+    is_saturated,
     kl_from_metrics,
     linear,
     make_controller,
+    prompt_ids,
     saturated_fraction,
 )
 
@@ -194,11 +199,14 @@ def test_make_controller_from_specs() -> None:
     assert make_controller({"schedule": "linear", "start": 0.8, "end": 1.0, "total_steps": 3}).temperature(
         2
     ) == (pytest.approx(0.9))
-    sat = make_controller({"controller": "saturation", "start": 0.8, "kl_gate": True})
-    assert isinstance(sat, SaturationController) and sat.kl_gate and sat.temperature(1) == 0.8
+    sat = make_controller({"controller": "saturation", "start": 0.8, "kl_gate": True})  # the default
+    assert isinstance(sat, PerPromptSaturationController) and sat.kl_gate and sat.saturated == "all_correct"
+    assert sat.temperatures(1, ["a", "b"]) == [0.8, 0.8]
+    glob = make_controller({"controller": "saturation", "start": 0.8, "scope": "global", "saturated": "all_equal"})
+    assert isinstance(glob, SaturationController) and glob.saturated == "all_equal" and glob.temperature(1) == 0.8
     klc = make_controller({"controller": "kl_cooling", "start": 0.8, "factor": 0.95})
     assert isinstance(klc, KLCoolingController) and klc.factor == 0.95
-    for c in (lin, sat, klc):
+    for c in (lin, sat, glob, klc):
         assert isinstance(c, TemperatureController)
 
 
@@ -213,6 +221,10 @@ def test_make_controller_from_specs() -> None:
         {"controller": "pid", "start": 0.8},
         {"controller": "saturation", "start": 0.8, "kl_gat": True},  # typo must not fall back to default
         {"controller": "saturation", "current": 1.0},  # state is not a parameter
+        {"controller": "saturation", "temps": {}},  # state is not a parameter
+        {"controller": "saturation", "scope": "batch"},
+        {"controller": "saturation", "saturated": "all_wrong"},
+        {"controller": "kl_cooling", "saturated": "all_equal"},  # no saturation rule there
     ],
 )
 def test_make_controller_rejects_bad_specs(bad: object) -> None:
@@ -227,12 +239,147 @@ def test_make_controller_rejects_bad_specs(bad: object) -> None:
         Temperature("linear", 0.8, 1.0),
         Temperature("saturation", 0.8, None, False),
         Temperature("saturation", 0.8, None, True),
+        Temperature("saturation", 0.8, None, True, "global"),
+        Temperature("saturation", 0.8, None, False, "per_prompt", "all_equal"),
+        Temperature("saturation", 0.8, None, False, "global", "all_equal"),
         Temperature("kl_cooling", 0.8),
     ],
 )
 def test_every_study_temperature_spec_builds(tb: Temperature) -> None:
     c = make_controller(tb.to_config(), total_steps=300)
-    assert c.temperature(1) == pytest.approx(tb.initial)
+    assert c.temperatures(1, [3, 4]) == pytest.approx([tb.initial] * 2)
+    if tb.kind == "saturation":
+        assert isinstance(c, PerPromptSaturationController if tb.scope == "per_prompt" else SaturationController)
+        assert c.saturated == tb.saturated and c.kl_gate == tb.kl_gate
+
+
+def test_study_and_controller_share_the_option_names() -> None:
+    from coolsampler import study
+
+    assert study.SCOPES is SCOPES and study.SATURATION_RULES is SATURATION_RULES
+
+
+@pytest.mark.parametrize(
+    ("token", "scope", "saturated", "kl_gate"),
+    [
+        ("Tbsat0.8", "per_prompt", "all_correct", False),  # the paper's runs keep their keys
+        ("Tbsat0.8kl", "per_prompt", "all_correct", True),
+        ("Tbsat0.8-global", "global", "all_correct", False),
+        ("Tbsat0.8-alleq", "per_prompt", "all_equal", False),
+        ("Tbsat0.8kl-global-alleq", "global", "all_equal", True),
+    ],
+)
+def test_controller_choice_is_in_the_run_key(token: str, scope: str, saturated: str, kl_gate: bool) -> None:
+    key = f"qwen2.5-math-1.5b/gsm8k/N96_lr2e-6_tis_{token}_Tl1_s1"
+    run = parse_key(key)
+    assert (run.Tb.scope, run.Tb.saturated, run.Tb.kl_gate) == (scope, saturated, kl_gate)
+    assert run.key == key
+    assert Temperature.from_config(run.Tb.to_config()) == run.Tb
+
+
+@pytest.mark.parametrize("token", ["Tbsat0.8-alleq-global", "Tbsat0.8-global-kl", "Tb0.8-global", "Tbklc0.8-alleq"])
+def test_bad_controller_tokens_are_refused(token: str) -> None:
+    with pytest.raises(ValueError):
+        parse_key(f"qwen2.5-math-1.5b/gsm8k/N96_lr2e-6_tis_{token}_Tl1_s1")
+
+
+# -------------------------------------------------------------------------------------- per prompt
+
+
+def _observe(c: PerPromptSaturationController, step: int, groups: dict, kl: float | None = 0.0) -> dict:
+    ids = [p for p, scores in groups.items() for _ in scores]
+    scores = [s for v in groups.values() for s in v]
+    return c.observe(step, ids, scores, kl)
+
+
+def test_per_prompt_heats_only_the_saturated_prompt() -> None:
+    c = PerPromptSaturationController(start=0.8, step_up=0.1)
+    m = _observe(c, 1, {"easy": [1, 1, 1], "mixed": [1, 0, 1], "hard": [0, 0, 0]})
+    assert m["sampler/saturated_frac"] == pytest.approx(1 / 3)  # all-correct only, by default
+    assert c.temperatures(2, ["easy", "mixed", "hard", "new"]) == pytest.approx([0.9, 0.8, 0.8, 0.8])
+    m = _observe(c, 2, {"easy": [1, 1], "new": [0, 1]})  # one batch, two temperatures
+    assert (m["sampler/temperature_min"], m["sampler/temperature_max"]) == pytest.approx((0.8, 0.9))
+    assert m["sampler/temperature"] == pytest.approx(0.85)
+    assert c.temperature_of("easy") == pytest.approx(1.0)
+
+
+def test_per_prompt_all_equal_also_heats_all_wrong_groups() -> None:
+    c = PerPromptSaturationController(start=0.8, step_up=0.1, saturated="all_equal")
+    _observe(c, 1, {"easy": [1, 1], "mixed": [1, 0], "hard": [0, 0]})
+    assert c.temperatures(2, ["easy", "mixed", "hard"]) == pytest.approx([0.9, 0.8, 0.9])
+
+
+def test_per_prompt_kl_gate_blocks_raises_only() -> None:
+    c = PerPromptSaturationController(start=0.8, step_up=0.1, step_down=0.05, kl_gate=True, kl_threshold=0.1)
+    _observe(c, 1, {"a": [1, 1]}, kl=0.05)  # open: 0.9
+    _observe(c, 2, {"a": [1, 1]}, kl=0.2)  # closed: held
+    _observe(c, 3, {"a": [1, 1]}, kl=None)  # unknown: closed
+    assert c.temperature_of("a") == pytest.approx(0.9)
+    _observe(c, 4, {"a": [0, 1]}, kl=5.0)  # cooling back is never gated
+    assert c.temperature_of("a") == pytest.approx(0.85)
+    _observe(c, 5, {"a": [0, 1]}, kl=5.0)
+    _observe(c, 6, {"a": [0, 1]}, kl=5.0)
+    assert c.temperature_of("a") == pytest.approx(0.8)  # never below start
+
+
+def test_per_prompt_stops_at_t_max_ignores_replays_and_padding() -> None:
+    c = PerPromptSaturationController(start=0.8, step_up=0.3, t_max=1.0)
+    _observe(c, 1, {"a": [1, 1]})
+    _observe(c, 1, {"a": [1, 1]})  # replayed step (resume): not counted twice
+    assert c.temperature_of("a") == pytest.approx(1.0)
+    c.observe(2, ["b", "b", "c"], [1, 1, 1], 0.0, keep=[True, True, False])  # c is a padding row
+    assert c.temperature_of("b") == pytest.approx(1.0) and c.temperature_of("c") == 0.8
+
+
+def test_per_prompt_needs_distinct_ids_in_a_batch() -> None:
+    with pytest.raises(ValueError, match="extra_info.index"):
+        PerPromptSaturationController().temperatures(1, [0, 0, 1])
+
+
+def test_prompt_ids_from_batch_columns() -> None:
+    import numpy as np
+
+    assert prompt_ids([3, "4", 5.0]) == ["3", "4", "5"]
+    assert prompt_ids(np.array([7, 8], dtype=object)) == ["7", "8"]
+
+
+def test_is_saturated_rules() -> None:
+    assert is_saturated([1.0, 1.0]) and not is_saturated([0.0, 0.0]) and not is_saturated([1.0, 0.0])
+    assert is_saturated([0.0, 0.0], "all_equal") and not is_saturated([1.0, 0.0], "all_equal")
+    assert not is_saturated([])
+    with pytest.raises(ValueError):
+        is_saturated([1.0], "most")
+
+
+def test_global_controller_uses_its_saturation_rule() -> None:
+    c = SaturationController(start=0.8, step_up=0.1, ema=0.0, saturation_threshold=0.5)
+    m = c.observe(1, ["a", "a", "b", "b"], [0, 0, 1, 0], 0.0)  # all-wrong a is not all-correct
+    assert m["sampler/saturated_frac"] == 0.0 and c.temperature(2) == 0.8
+    assert m["sampler/temperature_min"] == m["sampler/temperature_max"] == 0.8
+    e = SaturationController(start=0.8, step_up=0.1, ema=0.0, saturation_threshold=0.5, saturated="all_equal")
+    assert e.observe(1, ["a", "a", "b", "b"], [0, 0, 1, 0], 0.0)["sampler/saturated_frac"] == 0.5
+    assert e.temperature(2) == pytest.approx(0.9)
+
+
+def test_per_prompt_resume_continues_exactly() -> None:
+    spec = {"controller": "saturation", "start": 0.8, "step_up": 0.05, "kl_gate": True, "step_down": 0.01}
+    steps = [
+        ({str((t * 3 + j) % 7): [float((t + j) % 3 != 0)] * 2 + [1.0] for j in range(3)}, 0.02 * (t % 9))
+        for t in range(1, 30)
+    ]
+
+    def run(c: PerPromptSaturationController, part: list, first: int) -> list[dict]:
+        return [_observe(c, first + i, g, kl) for i, (g, kl) in enumerate(part)]
+
+    whole = make_controller(spec)
+    expected = run(whole, steps, 1)  # type: ignore[arg-type]
+    first = make_controller(spec)
+    got = run(first, steps[:11], 1)  # type: ignore[arg-type]
+    resumed = make_controller(spec)
+    resumed.load_state_dict(json.loads(json.dumps(first.state_dict())))
+    got += run(resumed, steps[11:], 12)  # type: ignore[arg-type]
+    assert got == expected
+    assert len({round(t, 6) for t in whole.temps.values()}) > 1  # prompts really went apart
 
 
 # -------------------------------------------------------------------------------------- resumption
@@ -241,7 +388,7 @@ def test_every_study_temperature_spec_builds(tb: Temperature) -> None:
 @pytest.mark.parametrize(
     "spec",
     [
-        {"controller": "saturation", "start": 0.8, "kl_gate": True, "step_down": 0.003},
+        {"controller": "saturation", "scope": "global", "start": 0.8, "kl_gate": True, "step_down": 0.003},
         {"controller": "kl_cooling", "start": 0.8},
         {"schedule": "linear", "start": 0.8, "end": 1.0, "total_steps": 40},
         0.8,
@@ -288,17 +435,17 @@ def test_kl_from_metrics_prefers_the_trainer_key() -> None:
     assert kl_from_metrics({"actor/pg_loss": 1.0}) is None
 
 
-# ------------------------------------------------------------ patch 0003: the plumbing in verl itself
+# ------------------------------------------------------- patches 0003/0003b: the plumbing in verl itself
 # Unit-level: the patched methods are called on stand-in objects (no Ray, no vLLM, no TransferQueue).
+# The installed verl must carry the patches: a wheel without them is the regression these catch.
 
 
 def _patched_verl():
-    pytest.importorskip("torch")
-    trainer_base = pytest.importorskip("verl.trainer.ppo.v1.trainer_base")
-    if not hasattr(trainer_base.PPOTrainer, "_update_sampler_temperature"):
-        pytest.skip("installed verl wheel lacks patch 0003")
-    from verl.trainer.ppo.v1 import agent_loop_tq
+    from verl.trainer.ppo.v1 import agent_loop_tq, trainer_base
 
+    assert hasattr(trainer_base.PPOTrainer, "_update_sampler_temperature"), (
+        "installed verl wheel lacks patch 0003b-controller-wiring: rerun workflow/scripts/setup_env.sh"
+    )
     return trainer_base, agent_loop_tq
 
 
@@ -340,7 +487,9 @@ def test_agent_loop_samples_each_row_at_its_own_temperature(monkeypatch: pytest.
     assert base["temperature"] == 0.8  # the shared parameters are cloned, never edited
 
 
-def test_trainer_tags_prompts_and_feeds_the_controller(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_trainer_tags_each_prompt_with_its_own_temperature_and_feeds_the_controller(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     from types import SimpleNamespace
 
     import torch
@@ -349,25 +498,67 @@ def test_trainer_tags_prompts_and_feeds_the_controller(monkeypatch: pytest.Monke
     tb, _ = _patched_verl()
     submitted: list = []
     monkeypatch.setattr(tb.tq, "kv_batch_put", lambda **kwargs: None)
-    ctrl = make_controller({"controller": "saturation", "start": 0.8, "step_up": 0.01, "kl_gate": True})
+    ctrl = make_controller({"controller": "saturation", "start": 0.8, "step_up": 0.1, "kl_gate": True})
+    ctrl.temps["11"] = 1.0  # prompt 11 was heated on an earlier visit
     trainer = SimpleNamespace(
         _sampler_ctrl=ctrl,
         global_steps=3,
         trainer_mode="sync",
         agent_loop_manager=SimpleNamespace(generate_sequences=submitted.append),
     )
-    batch = tu.get_tensordict({"uid": ["p", "q"], "index": torch.arange(2)})
+    batch = tu.get_tensordict({"uid": ["p", "q"], "index": torch.tensor([10, 11])})
     assert tb.PPOTrainer._submit_batch_to_rollout(trainer, batch) == 2
-    assert list(submitted[0]["sampler_temperature"]) == [0.8, 0.8]
+    assert list(submitted[0]["sampler_temperature"]) == pytest.approx([0.8, 1.0])
 
-    # step 3's results: prompt p all correct (saturated), q mixed; the padding row r (a lone, hence
-    # saturated, group if it were counted) is ignored
-    rows = [("p", [0.0, 1.0]), ("p", [1.0]), ("q", [0.0, 0.0, 1.0]), ("q", [0.0]), ("r", [0.0])]
-    fields = [{"uid": u, "rm_scores": torch.tensor(s)} for u, s in rows]
+    # step 3's results: prompt 10 all correct (saturated), 11 mixed; the padding row (prompt 12,
+    # all correct if it were counted) is ignored
+    rows = [(10, [0.0, 1.0]), (10, [1.0]), (11, [0.0, 0.0, 1.0]), (11, [0.0]), (12, [1.0])]
+    fields = [{"index": i, "rm_scores": torch.tensor(s)} for i, s in rows]
     monkeypatch.setattr(tb.tq, "kv_batch_get", lambda **kwargs: tu.list_of_dict_to_tensordict(fields))
     meta = SimpleNamespace(keys=list("abcde"), partition_id="train", tags=[{}] * 4 + [{"is_padding": True}])
     metrics = {"rollout_corr/kl": 0.01}
     tb.PPOTrainer._update_sampler_temperature(trainer, meta, metrics)
-    assert metrics["sampler/temperature"] == 0.8
+    assert metrics["sampler/temperature"] == pytest.approx(0.9)
+    assert (metrics["sampler/temperature_min"], metrics["sampler/temperature_max"]) == pytest.approx((0.8, 1.0))
     assert metrics["sampler/saturated_frac"] == pytest.approx(0.5)
-    assert ctrl.temperature(4) == pytest.approx(0.81)  # saturation 0.5 >= threshold, KL under the gate
+    assert ctrl.temperatures(4, [10, 11, 12]) == pytest.approx([0.9, 1.0, 0.8])  # KL under the gate
+
+
+def test_async_submission_without_a_controller_is_upstream(monkeypatch: pytest.MonkeyPatch) -> None:
+    """verl's own tests/trainer/ppo/v1/test_reissue_inflight_on_cpu.py::
+    test_async_submission_persists_reissuable_prompt_fields, reproduced: a trainer stub that skipped
+    __init__ (no _sampler_ctrl at all) submits exactly upstream's fields."""
+    import torch
+    from verl.utils import tensordict_utils as tu
+
+    tb, _ = _patched_verl()
+    stub = type("Stub", (), {})()
+    stub.trainer_mode = "separate_async"
+    stub.global_steps = 4
+    sent: list = []
+    stub.agent_loop_manager = type("M", (), {"generate_sequences": staticmethod(sent.append)})()
+    batch = tu.get_tensordict(
+        {"uid": ["a1", "b2"], "raw_prompt": ["prompt-a", "prompt-b"], "index": torch.tensor([0, 1])}
+    )
+    tu.assign_non_tensor_data(batch, "global_steps", stub.global_steps)
+    puts: list = []
+    monkeypatch.setattr(tb.tq, "kv_batch_put", lambda **kwargs: puts.append(kwargs))
+    assert tb.PPOTrainer._submit_batch_to_rollout(stub, batch) == 2
+    assert len(puts) == 1 and set(puts[0]["fields"].keys()) == {"uid", "raw_prompt", "index"}
+    assert sent == [batch]
+
+
+def test_sampler_ctrl_is_read_guarded_in_every_method_verl_tests_call_on_stubs() -> None:
+    """fit, _save_checkpoint and _load_checkpoint are called by verl's tests on trainers that skipped
+    __init__: each use of _sampler_ctrl there must follow a getattr(..., None) guard."""
+    import inspect
+
+    tb, _ = _patched_verl()
+    for name in ("fit", "_save_checkpoint", "_load_checkpoint", "_submit_batch_to_rollout"):
+        src = inspect.getsource(getattr(tb.PPOTrainer, name))
+        bare = src.replace('getattr(self, "_sampler_ctrl", None)', "")
+        guarded = [line for line in bare.splitlines() if "self._sampler_ctrl" in line]
+        # every remaining use sits under a getattr guard on the line before or the same statement
+        for line in guarded:
+            before = src.splitlines()[src.splitlines().index(line) - 1]
+            assert 'getattr(self, "_sampler_ctrl", None)' in before, (name, line)

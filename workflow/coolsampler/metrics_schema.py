@@ -1,7 +1,7 @@
 """The per-run metrics table: one row per training step. Defined once, here.
 
 ``metrics.parquet`` in every run directory has exactly these columns (``veto_frac``,
-``ratio_clip_frac`` and ``temperature`` may be all-NaN where the run has no such mechanism). The parser
+``ratio_clip_frac`` and the ``temperature*`` columns may be all-NaN where the run has no such mechanism). The parser
 (``coolsampler.metrics``) fills it from verl's JSONL; the analysis reads nothing else.
 Run-level facts (finished or not, why) live in the table's metadata (see ``RunStatus``).
 """
@@ -64,7 +64,9 @@ COLUMNS: dict[str, tuple[str, str, tuple[str, ...]]] = {
         "mu-GRPO: fraction of response tokens where clip(rho, 0, 5) is active (rho > 5, A > 0; NaN otherwise)",
         ("actor/mu_grpo/clip_frac",),
     ),
-    "temperature": ("float64", "sampler temperature used this step", ("sampler/temperature",)),
+    "temperature": ("float64", "sampler temperature used this step (mean over its prompts)", ("sampler/temperature",)),
+    "temperature_min": ("float64", "lowest per-prompt sampler temperature this step", ("sampler/temperature_min",)),
+    "temperature_max": ("float64", "highest per-prompt sampler temperature this step", ("sampler/temperature_max",)),
 }
 
 REQUIRED = ("step", "kl", "entropy", "reward", "grad_norm", "kl_to_init")

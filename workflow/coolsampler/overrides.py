@@ -112,7 +112,7 @@ def verl_overrides(
         # the patches: staleness gate and decoupled temperature
         "+trainer.refresh_interval": run.N,
         "+trainer.learner_temperature": None if run.Tl == "tied" else float(run.Tl),
-        # schedules and controllers (patch 0003): the sampler temperature is set per step
+        # schedules and controllers (patches 0003, 0003b): the sampler temperature is set per prompt, per step
         "+trainer.sampler_temperature_spec": None if run.Tb.kind == "fixed" else run.Tb.to_config(),
         # verl's replay buffer drops samples generated more than 8 weight versions ago; under the
         # gate that is by design (up to N-1), so its version control is off

@@ -30,6 +30,10 @@ import yaml
 
 from coolsampler.settings import CORRECTIONS, MODELS, REPLICATES, RERUN_SEED_OFFSET, SAMPLING_SEED, TASKS
 
+# the saturation controller's options, defaults first: defined where the rule lives (a pure-Python
+# module, light to import)
+from coolsampler.worker.controller import SATURATION_RULES, SCOPES
+
 # --------------------------------------------------------------------------------------------------
 # Sampler temperature: a number, a schedule or a controller.
 
@@ -55,13 +59,29 @@ class Temperature:
     ``kind`` is ``fixed`` (``value``), ``linear`` (``value`` -> ``end`` over the run),
     ``saturation`` (starts at ``value``; reheats as groups saturate; ``kl_gate`` blocks reheating
     while the learner-sampler KL is high) or ``kl_cooling`` (starts at ``value``; cools further
-    whenever the KL grows). The rules of the two controllers are in ``coolsampler.worker.controller``.
+    whenever the KL grows). The saturation controller's ``scope`` is ``per_prompt`` (default: each
+    prompt its own temperature, the paper's controller) or ``global`` (one per step), and
+    ``saturated`` says when a group counts as saturated: ``all_correct`` (default) or ``all_equal``.
+    The rules are in ``coolsampler.worker.controller``.
+
+    Key tokens: ``Tb0.8``, ``Tblin0.8-1``, ``Tbklc0.8``, ``Tbsat0.8[kl][-global][-alleq]``: the
+    default saturation controller keeps the short token, each non-default choice adds its suffix.
     """
 
     kind: str = "fixed"
     value: float = 1.0
     end: float | None = None
     kl_gate: bool = False
+    scope: str = SCOPES[0]
+    saturated: str = SATURATION_RULES[0]
+
+    def __post_init__(self) -> None:
+        if self.scope not in SCOPES or self.saturated not in SATURATION_RULES:
+            raise ValueError(
+                f"Tb: scope {self.scope!r} / saturated {self.saturated!r}; allowed: {SCOPES} / {SATURATION_RULES}"
+            )
+        if self.kind != "saturation" and (self.scope, self.saturated) != (SCOPES[0], SATURATION_RULES[0]):
+            raise ValueError(f"Tb: scope and saturated are options of the saturation controller, not of {self.kind}")
 
     @property
     def initial(self) -> float:
@@ -73,7 +93,12 @@ class Temperature:
         if self.kind == "linear":
             return f"Tblin{_num(self.value)}-{_num(self.end)}"
         if self.kind == "saturation":
-            return f"Tbsat{_num(self.value)}" + ("kl" if self.kl_gate else "")
+            return (
+                f"Tbsat{_num(self.value)}"
+                + ("kl" if self.kl_gate else "")
+                + ("" if self.scope == SCOPES[0] else f"-{_SCOPE_TOKENS[self.scope]}")
+                + ("" if self.saturated == SATURATION_RULES[0] else f"-{_SATURATED_TOKENS[self.saturated]}")
+            )
         if self.kind == "kl_cooling":
             return f"Tbklc{_num(self.value)}"
         raise ValueError(f"unknown temperature kind {self.kind!r}")
@@ -86,6 +111,10 @@ class Temperature:
         out: dict[str, Any] = {"controller": self.kind, "start": self.value}
         if self.kind == "saturation":
             out["kl_gate"] = self.kl_gate
+            if self.scope != SCOPES[0]:  # defaults are left out: the paper's specs stay as written
+                out["scope"] = self.scope
+            if self.saturated != SATURATION_RULES[0]:
+                out["saturated"] = self.saturated
         return out
 
     @classmethod
@@ -95,13 +124,25 @@ class Temperature:
         if "schedule" in spec:
             return cls("linear", float(spec["start"]), float(spec["end"]))
         kind = spec["controller"]
-        return cls(kind, float(spec.get("start", 0.8)), None, bool(spec.get("kl_gate", False)))
+        return cls(
+            kind,
+            float(spec.get("start", 0.8)),
+            None,
+            bool(spec.get("kl_gate", False)),
+            str(spec.get("scope", SCOPES[0])),
+            str(spec.get("saturated", SATURATION_RULES[0])),
+        )
 
 
+# the key suffixes of the saturation controller's non-default choices (the defaults have none)
+_SCOPE_TOKENS = {"global": "global"}
+_SATURATED_TOKENS = {"all_equal": "alleq"}
 _NUM_RE = r"\d+(?:\.\d+)?(?:e-?\d+)?"
+_SAT_SUFFIX_RE = rf"(?:kl)?(?:-{'|-'.join(_SCOPE_TOKENS.values())})?(?:-{'|-'.join(_SATURATED_TOKENS.values())})?"
 _TB_RE = re.compile(
     rf"^Tb(?:(?P<fixed>{_NUM_RE})|lin(?P<lin0>{_NUM_RE})-(?P<lin1>{_NUM_RE})"
-    rf"|sat(?P<sat>{_NUM_RE})(?P<kl>kl)?|klc(?P<klc>{_NUM_RE}))$"
+    rf"|sat(?P<sat>{_NUM_RE})(?P<kl>kl)?(?:-(?P<scope>{'|'.join(_SCOPE_TOKENS.values())}))?"
+    rf"(?:-(?P<saturated>{'|'.join(_SATURATED_TOKENS.values())}))?|klc(?P<klc>{_NUM_RE}))$"
 )
 
 
@@ -114,7 +155,9 @@ def _parse_tb(tok: str) -> Temperature:
     if m["lin0"]:
         return Temperature("linear", float(m["lin0"]), float(m["lin1"]))
     if m["sat"]:
-        return Temperature("saturation", float(m["sat"]), None, bool(m["kl"]))
+        scope = {v: k for k, v in _SCOPE_TOKENS.items()}.get(m["scope"] or "", SCOPES[0])
+        saturated = {v: k for k, v in _SATURATED_TOKENS.items()}.get(m["saturated"] or "", SATURATION_RULES[0])
+        return Temperature("saturation", float(m["sat"]), None, bool(m["kl"]), scope, saturated)
     return Temperature("kl_cooling", float(m["klc"]))
 
 
@@ -184,7 +227,7 @@ class Run:
 
 
 _NAME_RE = re.compile(
-    rf"^N(?P<N>\d+)_lr(?P<lr>{_NUM_RE})_(?P<corr>tis|none|mu_grpo)_(?P<tb>Tb[a-z]*{_NUM_RE}(?:-{_NUM_RE})?(?:kl)?)"
+    rf"^N(?P<N>\d+)_lr(?P<lr>{_NUM_RE})_(?P<corr>tis|none|mu_grpo)_(?P<tb>Tb[a-z]*{_NUM_RE}(?:-{_NUM_RE})?{_SAT_SUFFIX_RE})"
     rf"_Tl(?P<tl>tied|{_NUM_RE})_s(?P<seed>\d+)(?:_st(?P<steps>\d+))?(?:_v(?P<val>\d+))?"
     rf"(?:_(?P<rep>cut|rerun))?$"
 )

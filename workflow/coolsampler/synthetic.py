@@ -83,6 +83,7 @@ def make_metrics(
         "ratio_clip_frac": 0.2 * veto if mu else np.full(last, np.nan),
         "temperature": np.full(last, float(Tb)) if Tb_end is None else np.linspace(Tb, Tb_end, steps)[:last],
     }
+    data["temperature_min"] = data["temperature_max"] = data["temperature"]  # one T per step here
     df = pd.DataFrame(data)
     return df.astype({c: spec[0] for c, spec in COLUMNS.items()})[list(COLUMNS)]
 

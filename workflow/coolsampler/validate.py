@@ -216,8 +216,9 @@ def check_run_settings(s: dict[str, Any], where: str) -> None:
         raise _error(f"{where}.Tl: 'tied' with a {kind} Tb; allowed: a number")
     if isinstance(tb, dict) and "schedule" in tb and tb["start"] == tb["end"]:
         raise _error(f"{where}.Tb: a linear schedule with start == end; allowed: a fixed number instead")
-    if isinstance(tb, dict) and "kl_gate" in tb and tb.get("controller") != "saturation":
-        raise _error(f"{where}.Tb.kl_gate: only the saturation controller has a KL gate; allowed: remove it")
+    for opt in ("kl_gate", "scope", "saturated"):
+        if isinstance(tb, dict) and opt in tb and tb.get("controller") != "saturation":
+            raise _error(f"{where}.Tb.{opt}: only the saturation controller has it; allowed: remove it")
     if s.get("replicate") == "cut" and int(s.get("steps", TASKS[s["task"]].steps)) >= TASKS[s["task"]].steps:
         raise _error(
             f"{where}.steps: a 'cut' replicate must say at which step it ended;"

@@ -1,8 +1,8 @@
 """Sampler-temperature schedules and controllers (Section 4 "Adaptive temperature", Figures 6a and 7).
 
-Pure Python on purpose: it runs in verl's trainer process (patch 0003 asks it, once per step, for the
-temperature to sample at and feeds it the step's statistics), is unit-tested without verl, and must
-not pull torch or the analysis layer into that process.
+Pure Python on purpose: it runs in verl's trainer process (patch 0003b asks it, once per step, for
+the temperature of each prompt to sample at and feeds it the step's rewards), is unit-tested without
+verl, and must not pull torch or the analysis layer into that process.
 
 What the paper fixes, and what is OUR READING
 ---------------------------------------------
@@ -17,19 +17,41 @@ The paper's Appendix A (the exact controller rule) is missing from our copy. Wha
 * Figure 6a: "a variant that cools further whenever the KL grows".
 * Table 4: "Tb* = initial value of a controller/schedule"; all controllers start at 0.8.
 
-From that, the rules implemented here (parameters are constructor arguments; the defaults are our
-choices, picked so that a run that saturates steadily creeps up by a few hundredths per cycle and can
-reach the 1.05 region within a 300-step run, as the paper's N=192 controller run did):
+* Appendix C: "The controller of Appendix A needs different prompts in one batch to be sampled at
+  different temperatures." So the paper's controller is PER PROMPT: each prompt has its own Tb.
+
+From that, the rules implemented here (parameters are constructor arguments; the paper gives none of
+the constants below, so each is a setting whose default is OUR CHOICE, stated where it is defined):
 
 ``linear``
     T(t) = start + (end - start) * (t - 1) / (total_steps - 1) for verl's 1-based step t, clamped to
     [start, end]: the first training batch is sampled at ``start``, the last at ``end``.
 
-``saturation`` (SaturationController)
-    A *group* is the n samples of one prompt; it is *saturated* when all its rewards are equal (all
-    correct or all wrong), so GRPO gives it zero advantage and it carries no gradient. After each
-    step the controller sees s = the fraction of saturated groups (smoothed: s_ema = ema * s_ema +
-    (1 - ema) * s, first value taken as is) and acts once per step:
+``saturation`` (default ``scope: per_prompt``: PerPromptSaturationController)
+    A *group* is the n samples of one prompt. It is *saturated* when all its rewards are correct
+    (``saturated: all_correct``, the default: "reheating once groups saturate" reads as the prompt
+    having become easy, and heating it restores diversity) or, as an option, when all its rewards
+    are equal (``saturated: all_equal``: all correct or all wrong, i.e. zero GRPO advantage; this
+    also heats prompts the model cannot solve at all). "Correct" is a reward >= ``correct_score``
+    (1.0: our rewards are 0/1). Every prompt carries its own temperature, keyed by a stable prompt
+    id (verl's ``index`` column, i.e. the parquet's ``extra_info.index``); a prompt never seen
+    before starts at ``start`` (the run's Tb). After each step, for each prompt of the step:
+
+    * its group saturated and the KL gate open -> T_p <- min(T_p + step_up, t_max)
+    * its group not saturated                  -> T_p <- max(T_p - step_down, start)
+    * otherwise (saturated, gate closed)       -> hold.
+
+    Defaults (OUR CHOICE): step_up 0.05 (a prompt that saturates on five visits in a row reaches the
+    paper's 1.05 from 0.8), step_down 0 (a re-heater only ratchets up), t_max 1.2 (the hottest
+    temperature the paper samples at, in its plumbing check), kl_threshold 0.1 nat (the KL level of
+    Figure 2b). CAVEAT for paper-scale runs: with 16 prompts per step, 300 steps visit 4800 prompts,
+    fewer than GSM8K's 7473 (or MATH's 5586) training prompts, so no prompt is sampled twice in a run
+    and a per-prompt controller keyed on prompt identity never moves off Tb there.
+
+``saturation`` with ``scope: global`` (SaturationController: the earlier, run-wide reading)
+    One temperature for the whole batch. After each step the controller sees s = the fraction of
+    saturated groups (by the same ``saturated`` rule; smoothed: s_ema = ema * s_ema + (1 - ema) * s,
+    first value taken as is) and acts once per step:
 
     * s_ema >= saturation_threshold                 -> reheat:   T <- min(T + step_up, t_max)
     * s_ema <  saturation_threshold - hysteresis    -> cool back: T <- max(T - step_down, start)
@@ -39,7 +61,10 @@ reach the 1.05 region within a 300-step run, as the paper's N=192 controller run
     ratchets up, which is how a controller ends a run at 1.05 from 0.8. With ``kl_gate=True`` a
     reheat is skipped (T held) whenever the learner-sampler KL of the step exceeds ``kl_threshold``
     (or is unknown): the gate's purpose is to not add mismatch when the stale sampler has already
-    drifted from the learner. Cooling back is never gated.
+    drifted from the learner. Cooling back is never gated. Its defaults (step_up 0.005, t_max 1.2,
+    threshold 0.5, hysteresis 0.1, ema 0.5) are OUR CHOICE, picked so that a run that saturates
+    steadily creeps up by a few hundredths per cycle and can reach the 1.05 region within a 300-step
+    run, as the paper's N=192 controller run did.
 
 ``kl_cooling`` (KLCoolingController)
     Cools whenever the learner-sampler KL grows: it keeps a reference ``ref`` = the lowest KL seen
@@ -54,16 +79,23 @@ All controllers are deterministic functions of the sequence of ``update`` calls,
 ``start`` and ignore updates for steps they have already seen (so a resumed run that replays a step
 cannot double-count it); ``state_dict``/``load_state_dict`` carry the state across a restart.
 
-Wiring (patch ``patches/verl/0003-per-prompt-temperature.patch``): the trainer builds the controller
+Wiring (patch ``patches/verl/0003b-controller-wiring.patch``; the per-row temperature itself is
+``0003-per-row-temperature.patch``): the trainer builds the controller
 from ``trainer.sampler_temperature_spec``, given in Hydra's override syntax, e.g.
 ``+trainer.sampler_temperature_spec={controller:saturation,start:0.8,kl_gate:true}`` or
 ``+trainer.sampler_temperature_spec={schedule:linear,start:0.8,end:1.0}`` (a Python dict's ``str()``
 is not valid there), with ``trainer.total_training_steps`` as the schedule's length. A varying
-temperature needs a fixed ``trainer.learner_temperature``. The trainer logs ``sampler/temperature``
-and ``sampler/saturated_frac`` per step and checkpoints ``state_dict()`` as ``sampler_t.pt``.
+temperature needs a fixed ``trainer.learner_temperature``. At submission the trainer asks
+``temperatures(t, prompt_ids)`` and tags each row; after the step it calls ``observe(t, prompt_ids,
+scores, kl)`` with one entry per response and logs what that returns: ``sampler/temperature`` (mean
+over the step's prompts), ``sampler/temperature_min``, ``sampler/temperature_max`` and
+``sampler/saturated_frac`` (fraction of groups saturated by the controller's rule; ``all_equal``
+for controllers without one). It checkpoints ``state_dict()`` as ``sampler_t.pt``.
 
-Which step a temperature belongs to: ``temperature(t)`` is what step t's batch is sampled at;
-``update(t, ...)`` feeds step t's statistics and therefore moves ``temperature(t + 1)``.
+Which step a temperature belongs to: ``temperature(t)`` / ``temperatures(t, ids)`` is what step t's
+batch is sampled at; ``update``/``observe`` for step t move step t + 1's. The temperatures
+``observe`` reports for step t are those its prompts held before the update, i.e. those they were
+sampled at (verl's sync trainer mode submits and trains a batch within one step).
 """
 
 from __future__ import annotations
@@ -74,19 +106,87 @@ from dataclasses import dataclass, field, fields
 from typing import Any, Protocol, runtime_checkable
 
 KL_METRIC_KEYS = ("rollout_corr/kl", "actor/rollout_corr/kl")  # trainer-side (TIS/none), actor-side (bypass)
+SCOPES = ("per_prompt", "global")  # the saturation controller: one T per prompt (default) or per batch
+SATURATION_RULES = ("all_correct", "all_equal")  # when a group counts as saturated (default first)
 
 
 @runtime_checkable
 class TemperatureController(Protocol):
-    """What verl's trainer (patch 0003) calls: one temperature per step, one update per step."""
+    """What verl's trainer (patch 0003b) calls: per-prompt temperatures at submission, one
+    ``observe`` per step with the step's rewards, and a state to checkpoint."""
 
-    def temperature(self, step: int) -> float: ...
+    def temperatures(self, step: int, prompt_ids: Sequence[Any]) -> list[float]: ...
 
-    def update(self, step: int, saturated_frac: float, kl: float | None) -> None: ...
+    def observe(
+        self,
+        step: int,
+        prompt_ids: Sequence[Any],
+        scores: Sequence[float],
+        kl: float | None,
+        keep: Sequence[bool] | None = None,
+    ) -> dict[str, float]: ...
 
     def state_dict(self) -> dict[str, Any]: ...
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None: ...
+
+
+def prompt_key(value: Any) -> str:
+    """A prompt id as the controller keys it: verl's ``index`` may arrive as an int, a 0-d tensor,
+    a numpy scalar or a string; all become the same text."""
+    if hasattr(value, "item"):
+        value = value.item()
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    return str(value)
+
+
+def prompt_ids(values: Any) -> list[str]:
+    """The prompt ids of a batch column (a tensor, a numpy array, a tensordict stack or a list)."""
+    if hasattr(values, "tolist"):
+        values = values.tolist()
+    return [prompt_key(v) for v in values]
+
+
+def group_scores(
+    prompt_ids: Sequence[Any], scores: Sequence[float], keep: Sequence[bool] | None = None
+) -> dict[str, list[float]]:
+    """The rewards of each prompt's group (responses sharing a prompt id), in first-seen order.
+
+    ``keep`` drops rows (verl's padding rows)."""
+    if len(prompt_ids) != len(scores) or (keep is not None and len(keep) != len(prompt_ids)):
+        raise ValueError("prompt_ids, scores and keep must have one entry per response")
+    groups: dict[str, list[float]] = {}
+    for i, (pid, score) in enumerate(zip(prompt_ids, scores, strict=True)):
+        if keep is None or keep[i]:
+            groups.setdefault(prompt_key(pid), []).append(float(score))
+    return groups
+
+
+def is_saturated(scores: Sequence[float], rule: str = "all_correct", correct_score: float = 1.0) -> bool:
+    """Whether one group is saturated: all rewards >= ``correct_score`` (``all_correct``) or all
+    rewards equal (``all_equal``). A lone response is saturated under ``all_equal`` only."""
+    if rule == "all_correct":
+        return bool(scores) and all(s >= correct_score for s in scores)
+    if rule == "all_equal":
+        return bool(scores) and min(scores) == max(scores)
+    raise ValueError(f"unknown saturation rule {rule!r}; known: {SATURATION_RULES}")
+
+
+def _check_choice(name: str, value: str, allowed: tuple[str, ...]) -> None:
+    if value not in allowed:
+        raise ValueError(f"{name} must be one of {allowed}, got {value!r}")
+
+
+def _summary(temps: Sequence[float], saturated_frac: float) -> dict[str, float]:
+    """The per-step metrics the trainer logs (NaN temperatures when the step had no group)."""
+    nan = float("nan")
+    return {
+        "sampler/temperature": sum(temps) / len(temps) if temps else nan,
+        "sampler/temperature_min": min(temps) if temps else nan,
+        "sampler/temperature_max": max(temps) if temps else nan,
+        "sampler/saturated_frac": saturated_frac,
+    }
 
 
 def linear(step: int, total_steps: int, start: float, end: float) -> float:
@@ -115,6 +215,35 @@ class _Stateful:
     kind: str = ""
     _state_fields: tuple[str, ...] = ()
     last_step: int
+    # the rule sampler/saturated_frac is computed with (the saturation controllers set their own)
+    saturated: str = "all_equal"
+    correct_score: float = 1.0
+
+    # -- the one-temperature-per-step controllers: the trainer's per-prompt interface on top
+    def temperature(self, step: int) -> float:  # pragma: no cover - every subclass defines it
+        raise NotImplementedError
+
+    def update(self, step: int, saturated_frac: float, kl: float | None) -> None:  # pragma: no cover
+        raise NotImplementedError
+
+    def temperatures(self, step: int, prompt_ids: Sequence[Any]) -> list[float]:
+        """Every prompt of the step at the one temperature of the step."""
+        return [self.temperature(step)] * len(prompt_ids)
+
+    def observe(
+        self,
+        step: int,
+        prompt_ids: Sequence[Any],
+        scores: Sequence[float],
+        kl: float | None,
+        keep: Sequence[bool] | None = None,
+    ) -> dict[str, float]:
+        """Feed step ``step``'s rewards (one per response); return the step's metrics."""
+        groups = group_scores(prompt_ids, scores, keep)
+        sat = saturated_fraction_of(groups, self.saturated, self.correct_score)
+        temp = self.temperature(step)
+        self.update(step, sat, kl)
+        return _summary([temp] * len(groups), sat)
 
     def _fresh(self, step: int) -> bool:
         """True once per step: updates for an already-seen step are ignored (resume replays)."""
@@ -190,7 +319,8 @@ class LinearSchedule(_Stateful):
 
 @dataclass
 class SaturationController(_Stateful):
-    """Reheats the sampler as GRPO groups saturate; optionally gated by the learner-sampler KL.
+    """One run-wide temperature, reheated as GRPO groups saturate; optionally KL-gated
+    (``scope: global``, a named option; the default is PerPromptSaturationController).
 
     See the module docstring for the rule (OUR READING of Section 4 / Figure 7; Appendix A is missing).
     """
@@ -204,6 +334,8 @@ class SaturationController(_Stateful):
     ema: float = 0.5
     kl_gate: bool = False
     kl_threshold: float = 0.1
+    saturated: str = "all_correct"
+    correct_score: float = 1.0
     # state
     current: float = field(default=float("nan"))
     sat_ema: float | None = None
@@ -222,6 +354,7 @@ class SaturationController(_Stateful):
             raise ValueError("saturation_threshold must be in [0, 1] and hysteresis >= 0")
         if not 0.0 <= self.ema < 1.0:
             raise ValueError(f"ema must be in [0, 1), got {self.ema}")
+        _check_choice("saturated", self.saturated, SATURATION_RULES)
         if math.isnan(self.current):
             self.current = self.start
 
@@ -241,6 +374,73 @@ class SaturationController(_Stateful):
                 self.current = min(self.current + self.step_up, self.t_max)
         elif self.sat_ema < self.saturation_threshold - self.hysteresis:
             self.current = max(self.current - self.step_down, self.start)
+
+
+@dataclass
+class PerPromptSaturationController(_Stateful):
+    """Each prompt carries its own sampler temperature, reheated when its own group saturates
+    (the paper's controller: "The controller of Appendix A needs different prompts in one batch to
+    be sampled at different temperatures."). Optionally KL-gated.
+
+    See the module docstring for the rule and for which defaults are OUR CHOICE.
+    """
+
+    start: float = 0.8
+    t_max: float = 1.2
+    step_up: float = 0.05
+    step_down: float = 0.0
+    kl_gate: bool = False
+    kl_threshold: float = 0.1
+    saturated: str = "all_correct"
+    correct_score: float = 1.0
+    # state: the temperature of every prompt seen so far (absent = never seen = start)
+    temps: dict[str, float] = field(default_factory=dict)
+    last_step: int = 0
+    kind = "saturation_per_prompt"
+    _state_fields = ("temps", "last_step")
+
+    def __post_init__(self) -> None:
+        self.start = _check_temperature("start", self.start)
+        self.t_max = _check_temperature("t_max", self.t_max)
+        if self.t_max < self.start:
+            raise ValueError(f"t_max {self.t_max} is below start {self.start}")
+        if self.step_up < 0 or self.step_down < 0:
+            raise ValueError("step_up and step_down must be >= 0")
+        _check_choice("saturated", self.saturated, SATURATION_RULES)
+
+    def temperature_of(self, prompt_id: Any) -> float:
+        """A prompt's current temperature; ``start`` for a prompt never seen."""
+        return self.temps.get(prompt_key(prompt_id), self.start)
+
+    def temperatures(self, step: int, prompt_ids: Sequence[Any]) -> list[float]:
+        keys = [prompt_key(p) for p in prompt_ids]
+        if len(set(keys)) != len(keys):
+            raise ValueError(
+                "prompt ids repeat within one batch: the per-prompt controller needs a distinct id "
+                "per prompt (verl's 'index' column, from the parquet's extra_info.index)"
+            )
+        return [self.temps.get(k, self.start) for k in keys]
+
+    def observe(
+        self,
+        step: int,
+        prompt_ids: Sequence[Any],
+        scores: Sequence[float],
+        kl: float | None,
+        keep: Sequence[bool] | None = None,
+    ) -> dict[str, float]:
+        groups = group_scores(prompt_ids, scores, keep)
+        sampled = [self.temps.get(k, self.start) for k in groups]  # what this step was sampled at
+        saturated = {k: is_saturated(v, self.saturated, self.correct_score) for k, v in groups.items()}
+        sat = sum(saturated.values()) / len(groups) if groups else float("nan")
+        if self._fresh(step):  # a replayed step (resume) is not counted twice
+            gate_closed = self.kl_gate and (kl is None or not math.isfinite(kl) or kl > self.kl_threshold)
+            for k, t in zip(groups, sampled, strict=True):
+                if saturated[k]:
+                    self.temps[k] = t if gate_closed else min(t + self.step_up, self.t_max)
+                else:
+                    self.temps[k] = max(t - self.step_down, self.start)
+        return _summary(sampled, sat)
 
 
 @dataclass
@@ -303,7 +503,9 @@ def make_controller(
 
     ``spec`` is a number (fixed), ``{"schedule": "linear", "start", "end"[, "total_steps"]}`` or
     ``{"controller": "saturation" | "kl_cooling", "start", ...}`` where any further key is a parameter
-    of that controller (``kl_gate``, ``step_up``, ``t_max``, ...). ``total_steps`` (verl's
+    of that controller (``kl_gate``, ``step_up``, ``t_max``, ``saturated``, ...); for ``saturation``,
+    ``scope`` picks ``per_prompt`` (default: PerPromptSaturationController) or ``global``
+    (SaturationController). ``total_steps`` (verl's
     ``trainer.total_training_steps``) is needed by a schedule unless the spec carries it. Unknown keys
     raise, so a misspelt parameter cannot silently fall back to a default.
     """
@@ -328,6 +530,10 @@ def make_controller(
     if kind not in _CONTROLLERS:
         raise ValueError(f"unknown controller {kind!r}; known: {sorted(_CONTROLLERS)}")
     cls = _CONTROLLERS[kind]
+    if kind == "saturation":
+        scope = spec.pop("scope", SCOPES[0])
+        _check_choice("scope", scope, SCOPES)
+        cls = PerPromptSaturationController if scope == "per_prompt" else SaturationController
     allowed = {f.name for f in fields(cls)} - set(cls._state_fields)  # type: ignore[arg-type]
     unknown = set(spec) - allowed
     if unknown:
@@ -338,27 +544,27 @@ def make_controller(
 
 
 def saturated_fraction(
-    uids: Sequence[Any], scores: Sequence[float], keep: Sequence[bool] | None = None
+    uids: Sequence[Any],
+    scores: Sequence[float],
+    keep: Sequence[bool] | None = None,
+    rule: str = "all_equal",
+    correct_score: float = 1.0,
 ) -> float:
-    """Fraction of groups (responses sharing a prompt uid) whose rewards are all equal.
+    """Fraction of groups (responses sharing a prompt uid or id) saturated by ``rule``.
 
-    All-correct and all-wrong groups both count: either way GRPO's group-normalised advantage is zero.
-    A group of one response counts as saturated for the same reason. ``keep`` drops rows (verl's
-    padding rows). NaN when there is no group.
+    ``all_equal`` (this function's default): all-correct and all-wrong groups both count, either way
+    GRPO's group-normalised advantage is zero, and a group of one response counts for the same
+    reason. ``all_correct``: every reward >= ``correct_score``. ``keep`` drops rows (verl's padding
+    rows). NaN when there is no group.
     """
-    if len(uids) != len(scores) or (keep is not None and len(keep) != len(uids)):
-        raise ValueError("uids, scores and keep must have one entry per response")
-    lo: dict[Any, float] = {}
-    hi: dict[Any, float] = {}
-    for i, (uid, score) in enumerate(zip(uids, scores, strict=True)):
-        if keep is not None and not keep[i]:
-            continue
-        s = float(score)
-        lo[uid] = min(lo.get(uid, s), s)
-        hi[uid] = max(hi.get(uid, s), s)
-    if not lo:
+    return saturated_fraction_of(group_scores(uids, scores, keep), rule, correct_score)
+
+
+def saturated_fraction_of(groups: Mapping[str, Sequence[float]], rule: str, correct_score: float = 1.0) -> float:
+    """Fraction of ``groups`` (prompt id -> rewards) saturated by ``rule``; NaN when there is none."""
+    if not groups:
         return float("nan")
-    return sum(lo[u] == hi[u] for u in lo) / len(lo)
+    return sum(is_saturated(v, rule, correct_score) for v in groups.values()) / len(groups)
 
 
 def kl_from_metrics(metrics: Mapping[str, Any]) -> float | None:
@@ -377,10 +583,18 @@ __all__ = [
     "FixedTemperature",
     "KLCoolingController",
     "LinearSchedule",
+    "PerPromptSaturationController",
+    "SATURATION_RULES",
+    "SCOPES",
     "SaturationController",
     "TemperatureController",
     "kl_from_metrics",
     "linear",
+    "group_scores",
+    "is_saturated",
     "make_controller",
+    "prompt_ids",
+    "prompt_key",
     "saturated_fraction",
+    "saturated_fraction_of",
 ]
