@@ -20,6 +20,7 @@ LIGHT = [
     "coolsampler.launch",
     "coolsampler.train_job",
     "coolsampler.worker.controller",
+    "coolsampler.memory",
 ]
 
 
