@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import pytest
 from omegaconf import OmegaConf
-
 from verl.trainer.ppo.v1 import trainer_base, trainer_colocate_async, trainer_separate_async, trainer_sync  # noqa: F401
 
 

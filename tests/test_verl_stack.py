@@ -119,7 +119,11 @@ def _check_logprobs(out, world, *, behaviour_T: float, learner_T: float) -> int:
     model = _load_model(world, sampler)
     n = 0
     for prompt, response, q, old, mask in zip(
-        rec["prompts"], rec["responses"], rec["rollout_log_probs"], rec["old_log_probs"], rec["response_mask"],
+        rec["prompts"],
+        rec["responses"],
+        rec["rollout_log_probs"],
+        rec["old_log_probs"],
+        rec["response_mask"],
         strict=True,
     ):
         keep = mask.bool()

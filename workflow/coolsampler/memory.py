@@ -4,8 +4,9 @@ GPU memory per phase, from the models' parameter counts and the dtypes verl and 
 Why: the staleness gate keeps the stale sampler's weights on the host (a snapshot on every actor rank,
 and vLLM's own copy while it sleeps at level 1), and a checkpoint save stages the FSDP shards there
 too. This module says whether that fits the SLURM profile's ``mem_mb`` and an 80 GB GPU, naming every
-assumption; ``python -m coolsampler.memory`` prints the README's table. The run settings (GPUs, tensor-parallel size, gpu_memory_utilization, micro-batch size,
-lengths) come from ``coolsampler.overrides.verl_overrides`` for the gpu platform, never copied here.
+assumption; ``python -m coolsampler.memory`` prints the README's table. The run settings (GPUs,
+tensor-parallel size, gpu_memory_utilization, micro-batch size, lengths) come from
+``coolsampler.overrides.verl_overrides`` for the gpu platform, never copied here.
 Light module: no torch, verl or vLLM import.
 """
 
@@ -162,7 +163,9 @@ def gpu_budget(model: str) -> dict[str, list[Item]]:
         + [
             Item("gathered modules (bf16 params x2, bf16 + fp32 grads)", unit * (2 * BF16 + BF16 + FP32), "prefetch 1"),
             Item("checkpointed activations (bf16)", tokens * a.hidden * BF16 * a.layers, "gradient checkpointing"),
-            Item(f"fp32 logits x{LOGIT_COPIES}", tokens * a.vocab * FP32 * LOGIT_COPIES, f"{tokens} tokens/micro-batch"),
+            Item(
+                f"fp32 logits x{LOGIT_COPIES}", tokens * a.vocab * FP32 * LOGIT_COPIES, f"{tokens} tokens/micro-batch"
+            ),
         ],
         "refresh": state
         + [
@@ -209,7 +212,9 @@ def markdown_table(profile: Path, models: tuple[str, ...] = tuple(ARCH)) -> str:
         + " |"
     )
     limit = slurm_train_mem_bytes(profile)
-    rows.append(f"| SLURM mem_mb limit ({profile.parent.name} profile) | " + " | ".join(gib(limit) for _ in models) + " |")
+    rows.append(
+        f"| SLURM mem_mb limit ({profile.parent.name} profile) | " + " | ".join(gib(limit) for _ in models) + " |"
+    )
     gpus = {m: gpu_budget(m) for m in models}
     for phase in gpus[models[0]]:
         rows.append(f"| **GPU, per device: {phase} (GiB)** |" + " |" * len(models))
@@ -218,7 +223,9 @@ def markdown_table(profile: Path, models: tuple[str, ...] = tuple(ARCH)) -> str:
                 continue  # the resident state, listed under generate
             rows.append(f"| {item.what} | " + " | ".join(gib(gpus[m][phase][i].bytes) for m in models) + " |")
         rows.append(f"| {phase} total | " + " | ".join(gib(total(gpus[m][phase])) for m in models) + " |")
-    rows.append("| **GPU peak** | " + " | ".join(f"**{gib(gpu_peak(m)[1])}** ({gpu_peak(m)[0]})" for m in models) + " |")
+    rows.append(
+        "| **GPU peak** | " + " | ".join(f"**{gib(gpu_peak(m)[1])}** ({gpu_peak(m)[0]})" for m in models) + " |"
+    )
     rows.append("| GPU memory | " + " | ".join(gib(GPU_BYTES) for _ in models) + " |")
     return "\n".join(rows) + "\n"
 

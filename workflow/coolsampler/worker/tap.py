@@ -43,20 +43,15 @@ def install() -> None:
         for replica in self.checkpoint_manager.replicas:
             for server in replica.servers:
                 ray.get(
-                    server.collective_rpc.remote(
-                        "dump_sampler_state", args=(os.path.join(out, f"sampler_{step}.pt"),)
-                    )
+                    server.collective_rpc.remote("dump_sampler_state", args=(os.path.join(out, f"sampler_{step}.pt"),))
                 )
-        snapshots = ray.get(
-            [w.__ray_call__.remote(sampler_snapshot) for w in self.actor_rollout_wg.workers]
-        )
+        snapshots = ray.get([w.__ray_call__.remote(sampler_snapshot) for w in self.actor_rollout_wg.workers])
         if any(s is not None for s in snapshots):
             torch.save(snapshots, os.path.join(out, f"snapshot_{step}.pt"))
         return out_batch
 
     _compute_old_log_prob._coolsampler_tap = True
     trainer_base.PPOTrainer._compute_old_log_prob = _compute_old_log_prob
-
 
 
 def sampler_snapshot(actor) -> dict | None:
