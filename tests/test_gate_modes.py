@@ -4,6 +4,7 @@ handed to each trainer's constructor, which refuses it before it starts anything
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 
 import pytest
@@ -23,6 +24,15 @@ MODE_OVERRIDES = {
     ]
 }
 OTHER_MODES = sorted(m for m in trainer_base.TRAINER_REGISTRY if m != "sync")
+
+
+PATCHES = sorted((Path(__file__).resolve().parents[1] / "patches" / "verl").glob("*.patch"))
+
+
+def test_the_installed_verl_is_built_from_these_patches():
+    """What this file tests is the current patches/verl (rerun setup_env.sh after changing them)."""
+    listed = (Path(verl.__file__).parent / "coolsampler_patches.txt").read_text().splitlines()
+    assert listed == [f"{p.name} {hashlib.sha256(p.read_bytes()).hexdigest()}" for p in PATCHES]
 
 
 def verl_config(*overrides: str):
