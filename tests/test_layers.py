@@ -27,6 +27,7 @@ LIGHT = [
     "coolsampler.train_job",
     "coolsampler.acceptance",
     "coolsampler.worker.controller",
+    "coolsampler.memory",
 ]
 
 

@@ -78,6 +78,27 @@ def test_gate_sampler_changes_only_at_refresh(gate_run, world):
             assert lp[t] == lp[t - 1], (t, lp)
 
 
+def test_gate_snapshot_is_one_buffer_updated_in_place(gate_run):
+    """The actor's host snapshot of the stale sampler is allocated once, in the sampler's dtype
+    (float32 on the CPU stack), and overwritten in place at each refresh: the same storage at every
+    step, holding exactly what the engine holds, and new values only after a refresh."""
+    out, _ = gate_run
+    snaps = {}
+    for t in range(1, 13):
+        (snap,) = torch.load(out / "tap" / f"snapshot_{t}.pt")  # one actor rank on the CPU stack
+        snaps[t] = snap
+        engine = torch.load(out / "tap" / f"sampler_{t}.pt")
+        assert set(snap) == set(engine), t
+        for name, (_, value) in snap.items():
+            assert value.dtype == torch.float32, name
+            assert torch.equal(value, engine[name]), (t, name)
+    address = {t: {n: a for n, (a, _) in snaps[t].items()} for t in snaps}
+    assert all(address[t] == address[1] for t in range(2, 13)), "the snapshot was reallocated"
+    for t in range(2, 13):
+        same = all(torch.equal(snaps[t][n][1], snaps[t - 1][n][1]) for n in snaps[t])
+        assert same == ((t - 1) % 4 != 0), t  # changed only by the refreshes after steps 4 and 8
+
+
 def test_gate_kl_resets_at_refresh_and_grows_within_a_cycle(gate_run):
     _, rec = gate_run
     kl = {t: rec[t]["rollout_corr/kl"] for t in range(1, 13)}
@@ -98,7 +119,11 @@ def _check_logprobs(out, world, *, behaviour_T: float, learner_T: float) -> int:
     model = _load_model(world, sampler)
     n = 0
     for prompt, response, q, old, mask in zip(
-        rec["prompts"], rec["responses"], rec["rollout_log_probs"], rec["old_log_probs"], rec["response_mask"],
+        rec["prompts"],
+        rec["responses"],
+        rec["rollout_log_probs"],
+        rec["old_log_probs"],
+        rec["response_mask"],
         strict=True,
     ):
         keep = mask.bool()
