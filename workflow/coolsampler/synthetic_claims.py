@@ -8,9 +8,9 @@ two together: the runs a claim selects, each shaped so that the claim's quantity
 value (the middle of a range, each value of an ``each`` list). ``shifted`` moves a paper value outside
 its tolerance, so the same construction gives a world where the claim must say ``differs``.
 
-Each claim gets its own world: two claims about one run may need incompatible curves (a run whose
-KL both crosses one nat at 179 in one claim and stays below it in another is not asked for, but the
-simple shapes here do not try to satisfy several measures at once).
+Each claim gets its own world: a shape sets the one measure its claim reads and nothing else, so
+two claims about the same run (its onset at 190 in one, its KL maximum in another) are built, and
+checked, one at a time.
 
 Step-valued measures are rounded to a validation step where the log can only show them there
 (onsets, first crossings of an accuracy): within the tolerance of one validation interval.
@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
+from functools import cache
 from typing import Any
 
 import numpy as np
@@ -54,9 +55,15 @@ class Unconstructible(ValueError):
 # Helpers on a metrics table
 
 
-def base_metrics(run: Run, seed: int = 0) -> pd.DataFrame:
-    """The run's table before shaping: the synthetic curve family, no collapse."""
-    return make_metrics(run.N, run.steps, run.val_every, run.Tb.initial, None, seed=seed, correction=run.correction)
+def base_metrics(run: Run) -> pd.DataFrame:
+    """The run's table before shaping: the synthetic curve family, no collapse (a fresh copy)."""
+    return _base(run.N, run.steps, run.val_every, run.Tb.initial, run.Tb.end, run.correction).copy()
+
+
+@cache
+def _base(N: int, steps: int, val_every: int, Tb: float, Tb_end: float | None, correction: str) -> pd.DataFrame:
+    # every shape rewrites what its measure reads, so one table per schedule serves every world
+    return make_metrics(N, steps, val_every, Tb, None, seed=0, correction=correction, Tb_end=Tb_end)
 
 
 def _val_steps(df: pd.DataFrame, run: Run) -> np.ndarray:
@@ -349,9 +356,9 @@ def default(fn: str, run: Run, args: Mapping[str, Any]) -> Any:
     return 0.1
 
 
-def shape(run: Run, fn: str, target: Any, args: Mapping[str, Any], seed: int = 0) -> pd.DataFrame:
+def shape(run: Run, fn: str, target: Any, args: Mapping[str, Any]) -> pd.DataFrame:
     """The run's table with measure ``fn`` (with ``args``) equal to ``target``."""
-    df = base_metrics(run, seed)
+    df = base_metrics(run)
     out = SHAPERS[fn](df, run, target, **args)
     return df if out is None else out
 
@@ -465,9 +472,9 @@ def world(claims: C.Claims, claim: Mapping[str, Any], runs: Sequence[Run], paper
     q = claim["quantity"]
     by_key = {r.key: r for r in runs}
     out = {}
-    for i, (key, target) in enumerate(targets(claims, claim, runs, paper).items()):
+    for key, target in targets(claims, claim, runs, paper).items():
         run = by_key[key]
-        df = shape(run, q["fn"], target, q.get("args") or {}, seed=i)
+        df = shape(run, q["fn"], target, q.get("args") or {})
         last = int(df["step"].max())
         out[key] = C.RunData(run, df, RunStatus(True, last, run.steps, []))
     return out
