@@ -480,6 +480,14 @@ def world(claims: C.Claims, claim: Mapping[str, Any], runs: Sequence[Run], paper
     return out
 
 
+FRACTIONS = {"clip_frac", "reward", "is_cap_frac", "veto_frac", "ratio_clip_frac", "val_acc"}
+
+
+def _fraction(fn: str, args: Mapping[str, Any]) -> bool:
+    """Whether the measure is a fraction in [0, 1] (a shift must stay one)."""
+    return args.get("col") in FRACTIONS or (fn == "cycle_reading" and args.get("reading") == "clip")
+
+
 def shifted(claim: Mapping[str, Any], runs: Sequence[Run] = ()) -> Any:
     """A paper value of the claim's shape, outside its tolerance (``null``: the event happens; a range
     of steps that no shift can leave: the event does not happen)."""
@@ -492,7 +500,7 @@ def shifted(claim: Mapping[str, Any], runs: Sequence[Run] = ()) -> Any:
             return x > 0
         if how in ("difference", "brackets"):
             return True
-        if fn in ACC_FNS:
+        if fn in ACC_FNS or _fraction(fn, q.get("args") or {}):
             return 0.0 <= x <= 0.99
         if fn == "lead":
             return abs(x) <= steps / 2
