@@ -2,7 +2,8 @@
 
 Synthetic runs (coolsampler.synthetic) stand in for the paper's 53: every claim is computed on them,
 then (a) with the paper value set to what the runs show, every claim must say ``reproduced``, and
-(b) shifted outside its tolerance, every claim must say ``differs``. Missing runs give ``not run``, a
+(b) shifted outside its tolerance, every claim must say ``differs``. The converse, runs shaped to the
+paper's own values, is tests/test_claims_synthetic.py. Missing runs give ``not run``, a
 run that stopped early ``incomplete``. The paper study's dry listing has runs for every claim.
 """
 

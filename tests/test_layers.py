@@ -15,6 +15,8 @@ LIGHT = [
     "coolsampler.analysis",
     "coolsampler.claims",
     "coolsampler.claims_cli",
+    "coolsampler.synthetic",
+    "coolsampler.synthetic_claims",
     "coolsampler.tables",
     "coolsampler.figures",
     "coolsampler.plotting",

@@ -901,7 +901,7 @@ __all__ = [
 
 def load_run_data(run: Run, metrics: str | Path | None, status: str | Path | None) -> RunData:
     """A run's data from its metrics table and status.json (either may be absent: None)."""
-    from coolsampler.figures import load_metrics, load_status
+    from coolsampler.targets import load_metrics, load_status
 
     return RunData(run, load_metrics(metrics), load_status(status))
 
