@@ -9,6 +9,7 @@ import sys
 
 LIGHT = [
     "coolsampler.study",
+    "coolsampler.verl_check",
     "coolsampler.validate",
     "coolsampler.overrides",
     "coolsampler.metrics",

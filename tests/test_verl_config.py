@@ -24,7 +24,8 @@ from hydra.core.global_hydra import GlobalHydra
 
 from coolsampler.cli import overrides_for
 from coolsampler.study import load_study
-from coolsampler.worker.verl_config import VerlConfigError, check_run_config, compose_config, main
+from coolsampler.verl_check import main
+from coolsampler.worker.verl_config import VerlConfigError, check_run_config, compose_config
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
