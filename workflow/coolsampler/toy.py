@@ -1,7 +1,7 @@
 """The smoke study's tiny world: a synthetic addition task, a character tokenizer, a tiny Qwen2.
 
 Why this shape: the paper's phenomena need a sampler that learns from reward and drifts from a stale
-copy. At toy scale (../shared/notes/toy-scale.md) 3-digit sums with exact-match reward, a ~0.2M
+copy. At toy scale 3-digit sums with exact-match reward, a ~0.2M
 parameter decoder warm-started to about half accuracy, show the *correction is necessary* result
 (no-IS collapses under staleness, TIS holds) within a few hundred GRPO steps on a CPU.
 
