@@ -45,6 +45,10 @@ MODELS: dict[str, Model] = {
 }
 
 CORRECTIONS = ("tis", "none", "mu_grpo")
+# The saturation controller (coolsampler.worker.controller): one temperature per prompt (default) or per
+# batch, and when a group counts as saturated (default first).
+SCOPES = ("per_prompt", "global")
+SATURATION_RULES = ("all_correct", "all_equal")
 REPLICATES = ("cut", "rerun")
 
 # Paper recipe (Section 2); the overrides builder and the paper-settings test both read these.

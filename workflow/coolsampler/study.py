@@ -28,11 +28,19 @@ from typing import Any
 
 import yaml
 
-from coolsampler.settings import CORRECTIONS, MODELS, REPLICATES, RERUN_SEED_OFFSET, SAMPLING_SEED, TASKS
+from coolsampler.settings import (
+    CORRECTIONS,
+    MODELS,
+    REPLICATES,
+    RERUN_SEED_OFFSET,
+    SAMPLING_SEED,
+    SATURATION_RULES,
+    SCOPES,
+    TASKS,
+)
 
 # the saturation controller's options, defaults first: defined where the rule lives (a pure-Python
 # module, light to import)
-from coolsampler.worker.controller import SATURATION_RULES, SCOPES
 
 # --------------------------------------------------------------------------------------------------
 # Sampler temperature: a number, a schedule or a controller.

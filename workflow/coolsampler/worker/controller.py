@@ -105,9 +105,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any, Protocol, runtime_checkable
 
+from coolsampler.settings import SATURATION_RULES, SCOPES  # noqa: F401 (defined with the run settings)
+
 KL_METRIC_KEYS = ("rollout_corr/kl", "actor/rollout_corr/kl")  # trainer-side (TIS/none), actor-side (bypass)
-SCOPES = ("per_prompt", "global")  # the saturation controller: one T per prompt (default) or per batch
-SATURATION_RULES = ("all_correct", "all_equal")  # when a group counts as saturated (default first)
 
 
 @runtime_checkable
