@@ -409,9 +409,9 @@ def test_check_image_passes_on_the_cpu_stack() -> None:
     """containers/check_image.py (what install.sh runs in the image) on this machine's stack: every
     import resolves and the tiny Qwen2 with the image's attention gives each sequence its own logits
     through verl's FSDP input preparation."""
-    from coolsampler.launch import cpu_env
+    from coolsampler.platform import get_platform
 
-    env = {**os.environ, **cpu_env(), "PYTHONPATH": str(ROOT / "workflow")}
+    env = {**os.environ, **get_platform("cpu").env(), "PYTHONPATH": str(ROOT / "workflow")}
     res = subprocess.run(
         [sys.executable, str(ROOT / "containers/check_image.py")], env=env, capture_output=True, text=True, timeout=840
     )
