@@ -62,6 +62,8 @@ def to_markdown(display: pd.DataFrame) -> str:
     def cell(v: Any) -> str:
         return str(v).replace("|", r"\|").replace("\n", " ")
 
+    if display.columns.empty:  # nothing to list (e.g. Table 2 when no run degrades): say so, not "|  |"
+        return "*No rows.*\n"
     lines = ["| " + " | ".join(cell(c) for c in display.columns) + " |"]
     lines.append("|" + "|".join("---" for _ in display.columns) + "|")
     for row in display.itertuples(index=False):
