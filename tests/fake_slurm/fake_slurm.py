@@ -32,10 +32,18 @@ def sbatch(args: list[str]) -> int:
     elif args and args[-1] == "/dev/stdin":
         script = sys.stdin.read()
     name = args[args.index("--job-name") + 1] if "--job-name" in args else ""
+    # Snakemake submits jobs concurrently: claim the next free id atomically (a hard link fails if the
+    # name exists), fully written before it appears, as a real scheduler never hands two jobs one id
+    tmp = STORE / f".job-{os.getpid()}.tmp"
     jobid = 1000 + len(list(STORE.glob("job-*.json")))
-    (STORE / f"job-{jobid}.json").write_text(
-        json.dumps({"jobid": jobid, "name": name, "args": args, "script": script}, indent=1)
-    )
+    while True:
+        tmp.write_text(json.dumps({"jobid": jobid, "name": name, "args": args, "script": script}, indent=1))
+        try:
+            os.link(tmp, STORE / f"job-{jobid}.json")
+            break
+        except FileExistsError:
+            jobid += 1
+    tmp.unlink()
     print(jobid)
     return 0
 
