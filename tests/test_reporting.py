@@ -16,7 +16,6 @@ import pandas as pd
 import pytest
 import yaml
 
-from coolsampler import plotting
 from coolsampler.analysis import summarize_run
 from coolsampler.metrics import length_clip_fraction, parse_jsonl
 from coolsampler.study import StudyError, Temperature, load_study, study_from_dict
@@ -24,6 +23,7 @@ from coolsampler.synthetic import _DEMO, demo_panels, demo_runs
 from coolsampler.tables import comparison_key, table4_order
 from coolsampler.targets import TARGETS, render, target_options
 from tests.test_broken_logs import DROP, KEY, STEPS, VAL_EVERY, records, write
+from tests.test_figures import _capture_figure
 
 REPO = Path(__file__).resolve().parents[1]
 STUDY, COMMIT = "teststudy", "abc1234"
@@ -36,18 +36,6 @@ def runs() -> list[tuple[Any, pd.DataFrame, Any]]:
 
 def outputs(tmp_path: Path, target: str) -> list[Path]:
     return [tmp_path / f"{target}{s}" for s in TARGETS[target].suffixes]
-
-
-def _capture(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
-    got: list[Any] = []
-    real = plotting.save
-
-    def spy(fig: Any, outs: Any, **kw: Any) -> None:
-        got.append(fig)
-        real(fig, outs, **kw)
-
-    monkeypatch.setattr(plotting, "save", spy)
-    return got
 
 
 # --------------------------------------------------------------------------------------------------
@@ -116,7 +104,7 @@ def test_mu_grpo_fractions_and_k3_are_parsed(tmp_path: Path) -> None:
 def test_kl_axis_names_the_estimator_and_k3_is_selectable(
     runs: list[Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    figs = _capture(monkeypatch)
+    figs = _capture_figure(monkeypatch)
     panels = demo_panels("fig1", runs)
     render("fig1", panels, STUDY, COMMIT, outputs(tmp_path, "fig1"))
     render("fig1", panels, STUDY, COMMIT, outputs(tmp_path, "fig1"), {"kl": "k3"})
@@ -135,7 +123,7 @@ def test_kl_axis_names_the_estimator_and_k3_is_selectable(
 
 
 def test_fig2_footnote_names_the_kl_source(runs: list[Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    figs = _capture(monkeypatch)
+    figs = _capture_figure(monkeypatch)
     render("fig2", demo_panels("fig2", runs), STUDY, COMMIT, outputs(tmp_path, "fig2"))
     text = "\n".join(t.get_text() for t in figs[0].texts)
     assert "rollout_corr/kl (k1 on the sampler's samples, token-weighted: mean of log q - log pi)" in text
@@ -144,7 +132,7 @@ def test_fig2_footnote_names_the_kl_source(runs: list[Any], tmp_path: Path, monk
 def test_fig4_draws_mu_grpo_veto_and_clip_fractions(
     runs: list[Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    figs = _capture(monkeypatch)
+    figs = _capture_figure(monkeypatch)
     panels = demo_panels("fig4", runs)
     render("fig4", panels, STUDY, COMMIT, outputs(tmp_path, "fig4"))
     ax = figs[0].axes[2]
