@@ -167,6 +167,35 @@ def test_early_exit_is_a_failure_with_the_log_tail(tmp_path):
     with pytest.raises(TrainingFailed, match="verl exited at step 1 of 3") as ei:
         _run(tmp_path, body)
     assert "CUDA out of memory (fake)" in str(ei.value)
+    # the job's log says why, with verl's last lines (which live in verl.log)
+    joblog = (tmp_path / "train.log").read_text()
+    assert "FAILED: verl exited at step 1 of 3" in joblog and "CUDA out of memory (fake)" in joblog
+
+
+def test_quiet_job_log_with_metrics_and_eta(tmp_path):
+    """verl's chatter goes to verl.log; the job's log holds one progress line per step carrying the
+    metrics a researcher watches and an h:mm ETA."""
+    body = """        for t in (1, 2, 3):
+            for _ in range(500):
+                print("(WorkerDict pid=1) a Ray warning")
+            extra = {"val-core/arith/acc/mean@1": 0.5} if t == 2 else {}
+            log(t, **{"critic/score/mean": 0.25 * t, "rollout_corr/kl": 1e-3, "actor/entropy": 0.4}, **extra)
+            time.sleep(0.3)
+        """
+    said: list[str] = []
+    _run(tmp_path, body, on_progress=said.append)
+    assert len(said) == 3
+    assert said[0].startswith("step 1/3  reward 0.250  kl 1.00e-03  entropy 0.400  (0:00 elapsed")
+    assert "val 0.500" in said[1] and "ETA 0:00" in said[2]
+    assert "a Ray warning" not in (tmp_path / "train.log").read_text()
+    assert (tmp_path / "verl.log").read_text().count("a Ray warning") == 1500
+
+
+def test_clock_is_hours_and_minutes():
+    from coolsampler.launch import clock
+
+    seconds = (0, 29, 31, 3599, 3600, 5 * 3600 + 7 * 60)
+    assert [clock(s) for s in seconds] == ["0:00", "0:00", "0:01", "1:00", "1:00", "5:07"]
 
 
 # --------------------------------------------------------------------------------------------------
@@ -188,9 +217,7 @@ def test_real_verl_hang_is_stopped_by_the_watchdog(tmp_path):
 
     world = make_world(tmp_path / "world", sft_steps=1)  # verl hangs before it reads the weights
     run = parse_key(HANG_KEY)
-    paths = RunPaths(
-        model=str(world.model), train=str(world.train), val=str(world.val), out_dir=str(tmp_path / "out")
-    )
+    paths = RunPaths(model=str(world.model), train=str(world.train), val=str(world.val), out_dir=str(tmp_path / "out"))
     overrides = verl_overrides(run, paths, platform="cpu", study_recipe=SMOKE_RECIPE)
     knob = "transfer_queue.backend.SimpleStorage.num_data_storage_units"
     assert sum(o.startswith(knob + "=") for o in overrides) == 1
@@ -212,9 +239,10 @@ def test_real_verl_hang_is_stopped_by_the_watchdog(tmp_path):
     took = time.time() - t0
     msg = str(ei.value)
     print(f"run_verl failed after {took:.0f}s: {msg.splitlines()[0]}")
-    print("\n".join(log.read_text(errors="replace").splitlines()[-40:]))
+    print("\n".join(log.with_name("verl.log").read_text(errors="replace").splitlines()[-40:]))
     assert "stalled" in msg or "timeout" in msg, msg
-    assert "'num_data_storage_units': 64" in log.read_text(errors="replace")  # Hydra took the knob
+    # Hydra took the knob (verl's own output goes to verl.log beside the job's log)
+    assert "'num_data_storage_units': 64" in log.with_name("verl.log").read_text(errors="replace")
     assert "last step 0/4" in msg.splitlines()[0]  # verl never reached a step: a hang, not a crash
     # the start-up limit, the poll interval, then SIGTERM (10 s grace) and SIGKILL (5 s)
     assert STARTUP_S <= took <= STARTUP_S + 2 + 10 + 5 + 10, took

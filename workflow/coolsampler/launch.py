@@ -19,6 +19,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+from coolsampler.metrics_schema import pick
 
 
 class TrainingFailed(RuntimeError):
@@ -53,6 +56,58 @@ def _last_step(jsonl: Path) -> int:
             if "training/global_step" in rec.get("data", {}):
                 step = max(step, int(rec["step"]))
     return step
+
+
+class JsonlTail:
+    """Reads verl's JSONL as it grows (only the new complete lines each time): the highest step, and
+    the merged record of each step (validation metrics arrive in the same step's record)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path, self.offset, self.step = path, 0, 0
+        self.records: dict[int, dict[str, Any]] = {}
+
+    def update(self) -> int:
+        if not self.path.exists():
+            return self.step
+        with self.path.open("rb") as f:
+            f.seek(self.offset)
+            chunk = f.read()
+        end = chunk.rfind(b"\n") + 1  # a half-written last line is read next time
+        self.offset += end
+        for line in chunk[:end].splitlines():
+            try:
+                rec = json.loads(line)
+                data = rec.get("data", {})
+                step = int(rec["step"])
+            except (ValueError, KeyError, TypeError, AttributeError):
+                continue
+            self.records.setdefault(step, {}).update(data)
+            if "training/global_step" in data:
+                self.step = max(self.step, step)
+        return self.step
+
+
+def clock(seconds: float) -> str:
+    """``h:mm`` (a run's ETA and elapsed time read at a glance; minutes are what a user plans by)."""
+    m = int(round(seconds / 60))
+    return f"{m // 60}:{m % 60:02d}"
+
+
+def progress_line(step: int, total: int, data: dict[str, Any], elapsed: float, eta: float | None) -> str:
+    """``step 12/64  reward 0.52  val 0.48  kl 1.2e-03  entropy 0.41  (0:03 elapsed, ETA 0:04)``: the
+    numbers a researcher watches (the metrics table's columns, read through its schema)."""
+    parts = [f"step {step}/{total}"]
+    for label, column, fmt in (
+        ("reward", "reward", "{:.3f}"),
+        ("val", "val_acc", "{:.3f}"),
+        ("kl", "kl", "{:.2e}"),
+        ("entropy", "entropy", "{:.3f}"),
+    ):
+        v = pick(data, column)
+        if isinstance(v, (int, float)) and v == v:
+            parts.append(f"{label} {fmt.format(v)}")
+    when = f"{clock(elapsed)} elapsed" + (f", ETA {clock(eta)}" if eta is not None else "")
+    return "  ".join(parts) + f"  ({when})"
 
 
 def attempt_logs(jsonl: Path) -> list[Path]:
@@ -152,6 +207,10 @@ def run_verl(
     so the watchdog's own tests can run a fake trainer in seconds instead of verl in minutes.
     """
     log.parent.mkdir(parents=True, exist_ok=True)
+    # Quiet logs: verl's own output (Ray, vLLM, Hydra: thousands of lines) goes to its own file;
+    # ``log`` (the job's log) keeps the command's outcome, one progress line per step and, on failure,
+    # the reason and the last lines of verl's output.
+    verl_log = log.with_name("verl.log")
     earlier = attempt_logs(jsonl)
     current = jsonl.parent / "attempts" / f"{len(earlier) + 1:02d}.jsonl"
     current.parent.mkdir(parents=True, exist_ok=True)
@@ -165,18 +224,19 @@ def run_verl(
     prog = Progress(step=0, started=time.time())
     prog.last_advance = prog.started
     resumed_from = None
-    with log.open("ab") as logf:
+    tail = JsonlTail(current)
+    with log.open("a") as joblog:
+        joblog.write(f"attempt {len(earlier) + 1}: verl's output goes to {verl_log.name}\n")
+    with verl_log.open("ab") as logf:
         logf.write(("$ " + " ".join(cmd) + "\n").encode())
         logf.flush()
-        proc = subprocess.Popen(
-            cmd, stdout=logf, stderr=subprocess.STDOUT, env=full_env, start_new_session=True
-        )
+        proc = subprocess.Popen(cmd, stdout=logf, stderr=subprocess.STDOUT, env=full_env, start_new_session=True)
         prog.pgid = proc.pid  # start_new_session: the leader's pid is the group (and session) id
         reason = None
         try:
             while True:
                 rc = proc.poll()
-                step = _last_step(current)
+                step = tail.update()
                 now = time.time()
                 if step > prog.step:
                     if prog.first_step_at is None:
@@ -184,8 +244,8 @@ def run_verl(
                     prog.step, prog.last_advance = step, now
                     done = step - resumed_from
                     rate = (now - prog.first_step_at) / max(1, done - 1) if done > 1 else None
-                    eta = f", ETA {rate * (total_steps - step):.0f}s" if rate else ""
-                    say(f"step {step}/{total_steps} ({now - prog.started:.0f}s elapsed{eta})")
+                    eta = rate * (total_steps - step) if rate else None
+                    say(progress_line(step, total_steps, tail.records.get(step, {}), now - prog.started, eta))
                 if rc is not None:
                     if rc != 0:
                         reason = f"verl exited with code {rc}"
@@ -205,8 +265,14 @@ def run_verl(
         finally:
             _kill_group(proc)
     if reason:
-        tail = log.read_text(errors="replace").splitlines()[-25:]
-        raise TrainingFailed(reason + "\n--- last lines of " + str(log) + " ---\n" + "\n".join(tail), prog)
+        lines = verl_log.read_text(errors="replace").splitlines()
+        last = lines[-25:]
+        if reason.startswith("stalled"):
+            last = [f"(py-spy dumps of the stalled processes: {verl_log})", *last]
+        msg = reason + "\n--- last lines of " + str(verl_log) + " ---\n" + "\n".join(last)
+        with log.open("a") as joblog:
+            joblog.write(f"FAILED: {msg}\n")
+        raise TrainingFailed(msg, prog)
     assemble([*earlier, current], jsonl)
     return prog
 

@@ -10,7 +10,6 @@ metric. Works on a user's own verl JSONL too (``coolsampler parse PATH``). panda
 
 from __future__ import annotations
 
-import fnmatch
 import json
 import math
 from dataclasses import asdict
@@ -20,30 +19,15 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from coolsampler.metrics_schema import COLUMNS, REQUIRED, RunStatus
+from coolsampler.metrics_schema import ABSENT, COLUMNS, REQUIRED, RunStatus, pick
 
 
 class MetricsError(ValueError):
     """A log the table cannot be built from (no records, a required metric never logged)."""
 
 
-_ABSENT = object()  # no source key of a column in a record (as opposed to a logged null/NaN)
-
-
-def _pick(data: dict[str, Any], patterns: tuple[str, ...]) -> Any:
-    """The value of the first source key present in ``data``, else ``_ABSENT``.
-
-    A present key whose value is null is returned as None: verl's file logger writes with orjson,
-    which turns NaN into null, so null means "logged, not a number", not "not logged".
-    """
-    for pat in patterns:
-        if "*" in pat:
-            hits = sorted(k for k in data if fnmatch.fnmatchcase(k, pat))
-            if hits:
-                return data[hits[0]]
-        elif pat in data:
-            return data[pat]
-    return _ABSENT
+_ABSENT = ABSENT
+_pick = pick  # the one implementation lives beside the schema (launch.py's progress lines use it too)
 
 
 def read_jsonl(path: str | Path) -> tuple[dict[int, dict[str, Any]], list[str]]:

