@@ -5,8 +5,11 @@
         with --env, the environment of its verl process instead (NAME=value lines)
     coolsampler parse PATH [--out metrics.parquet] [--steps N] [--val-every K]
         one verl JSONL log -> a summary, or the metrics table rule parse writes
-    coolsampler analyze PATH... [--N N]
+    coolsampler analyze PATH... [--N N] [--Tb T] [--steps S]
         the paper's per-run numbers (degradation events, Table-1 summary) for logs or tables
+    coolsampler runs|status|plan [--study FILE] ...
+        a study's run keys, where each run stands, what the study costs (coolsampler.study_cli)
+    coolsampler --version
 
 Light: none of these imports verl, vLLM or torch, so they run on a laptop with the core install.
 """
@@ -95,6 +98,19 @@ def _analyze(args: argparse.Namespace) -> int:
     return 0
 
 
+class _VersionAction(argparse.Action):
+    """``--version``, computed only when asked (it hashes the patches; coolsampler.version)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, help: str | None = None) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help=help)
+
+    def __call__(self, parser: argparse.ArgumentParser, *_args: object) -> None:
+        from coolsampler.version import version_text
+
+        print(version_text())
+        parser.exit()
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(
         prog="coolsampler", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -119,6 +135,10 @@ def build_parser() -> argparse.ArgumentParser:
     from coolsampler.claims_cli import add_parser as add_claims_parser  # claims PATH... (issue 12)
 
     add_claims_parser(sub)
+    from coolsampler.study_cli import add_parsers as add_study_parsers  # runs, status, plan (issue 13)
+
+    add_study_parsers(sub)
+    ap.add_argument("--version", action=_VersionAction, help="print the package's and the patched verl's version")
     return ap
 
 

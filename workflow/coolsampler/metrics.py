@@ -46,6 +46,16 @@ def _pick(data: dict[str, Any], patterns: tuple[str, ...]) -> Any:
     return _ABSENT
 
 
+def column_value(data: dict[str, Any], column: str) -> Any:
+    """The value of metrics-table ``column`` in one verl record's ``data``, or None when absent.
+
+    For readers of a log while it is written (``coolsampler status``): the same source keys as the
+    parser (``metrics_schema.COLUMNS``), so both name the same metric.
+    """
+    val = _pick(data, COLUMNS[column][2])
+    return None if val is _ABSENT else val
+
+
 def read_jsonl(path: str | Path) -> tuple[dict[int, dict[str, Any]], list[str]]:
     """One record per step, and the problems met while reading.
 
@@ -161,8 +171,7 @@ def parse_jsonl(
             problems.append(f"{len(miss)} step(s) without {col} (first at step {miss[0]})")
         if bad.get(col):
             problems.append(
-                f"{len(bad[col])} step(s) with NaN/inf {col} (null, NaN or inf in the log;"
-                f" first at step {bad[col][0]})"
+                f"{len(bad[col])} step(s) with NaN/inf {col} (null, NaN or inf in the log; first at step {bad[col][0]})"
             )
     last = int(df.step.max())
     expected = expected_steps or last
