@@ -265,3 +265,26 @@ def test_version(capsys) -> None:
     assert patched_verl().startswith("0.9.1+coolsampler.")
     assert f"patched verl (from patches/verl): {patched_verl()}" in out
     assert f"installed verl: {installed_verl() or 'none'}" in out
+
+
+def test_status_of_a_partial_paper_study(tmp_path: Path, capsys) -> None:
+    """The paper study with one run at step 100 of 300 (paper step time, 38.4 s) and one done: the ETA is
+    hours, in h:mm; the plan counts the done run out of what is left."""
+    paper = load_study(PAPER)
+    first, second = paper.runs[0], paper.runs[1]
+    write_log(tmp_path / "runs" / first.key / "attempts" / "01.jsonl", range(1, 101), val_every=10, t=38.4)
+    (tmp_path / "runs" / first.key / "train.log").write_text("$ apptainer exec --nv ... python3 -m verl...\n")
+    write_log(tmp_path / "runs" / second.key / "train.jsonl", range(1, 301), val_every=10, t=38.4)
+    (tmp_path / "runs" / second.key / "run.yaml").write_text(yaml.safe_dump({"platform": "gpu"}))
+    states = study_states(paper, tmp_path)
+    running = states[0]
+    assert running.state == "running" and (running.step, running.total) == (100, 300)
+    assert hmm(running.eta_s) == hmm((100 * 38.4 + 10 * 0.5) / 100 * 200) == "2:08"
+    assert running.limit_s == pytest.approx(384)  # ten median steps, well below the gpu watchdog's hour
+    assert main(["status", "--study", str(PAPER), "--results", str(tmp_path)]) == 3
+    out = capsys.readouterr().out
+    assert "53 runs: 1 done, 1 running, 0 stalled, 0 failed, 51 not started" in out
+    line = next(x for x in out.splitlines() if x.startswith(first.key + " "))
+    assert line.split()[1:] == ["running", "100/300", "0.600@100", "0.1", "2:08"]
+    s = summary(make_plan(paper, profile="gpu", results=tmp_path))
+    assert s["done"] == 1 and s["hours_todo"] < s["hours_all"]
