@@ -117,3 +117,11 @@ def test_parse_says_when_completeness_is_unknown(tmp_path: Path, capsys) -> None
     (tmp_path / "run.yaml").write_text(yaml.safe_dump({"settings": {"steps": 60, "val_every": 10}}))
     assert main(["parse", str(log)]) == 0
     assert "NOT complete: stopped at step 30 of 60" in capsys.readouterr().out
+
+
+def test_claims_fails_on_a_missing_or_empty_path(tmp_path: Path, capsys) -> None:
+    assert main(["claims", str(tmp_path / "absent")]) == 1
+    assert "no such file or directory" in capsys.readouterr().err
+    (tmp_path / "empty.jsonl").write_text("")
+    assert main(["claims", str(tmp_path / "empty.jsonl")]) == 1
+    assert "empty file" in capsys.readouterr().err
