@@ -14,6 +14,7 @@ Kept apart from ``coolsampler.cli`` (which only registers these parsers). No ver
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from coolsampler.study import load_study
 
@@ -32,7 +33,10 @@ def _status(args: argparse.Namespace) -> int:
 
     study = load_study(args.study)
     states = study_states(study, args.results)
-    print(f"study {study.name}, results {args.results or study.results}")
+    results = Path(args.results or study.results)
+    print(f"study {study.name}, results {results}")
+    if not results.is_dir():
+        print(f"({results} does not exist here: no run has started, or run from the repository root, or --results)")
     print(table(states), end="")
     print(
         f"stalled = no new step for max({STALL_STEPS} x median step time, 2 x longest step,"
