@@ -31,6 +31,11 @@ LIGHT = [
     "coolsampler.acceptance",
     "coolsampler.worker.controller",
     "coolsampler.memory",
+    "coolsampler.analyze_cli",
+    "coolsampler.status",
+    "coolsampler.plan",
+    "coolsampler.study_cli",
+    "coolsampler.version",
 ]
 
 

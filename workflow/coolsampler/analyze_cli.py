@@ -8,6 +8,7 @@ events of each run and a Table-1-style summary. No verl, vLLM or torch: only pan
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -35,45 +36,83 @@ def infer_N(metrics: pd.DataFrame) -> int | None:
     return None
 
 
-def load_any(path: str | Path) -> tuple[pd.DataFrame, RunStatus | None]:
-    """A metrics table and its status from a JSONL log, a parquet/CSV table (+ status.json beside it)."""
+def load_any(
+    path: str | Path, *, steps: int | None = None, val_every: int | None = None
+) -> tuple[pd.DataFrame, RunStatus | None]:
+    """A metrics table and its status from a JSONL log, a parquet/CSV table (+ status.json beside it).
+
+    ``steps``/``val_every``: what the run was configured to log, so that a log that stops early or
+    misses validations is not taken for a whole one (``coolsampler.metrics.parse_jsonl``).
+    """
     p = Path(path)
+    if not p.exists():
+        raise FileNotFoundError(f"no such file: {p}")
+    if p.is_file() and p.stat().st_size == 0:
+        raise ValueError(f"empty file: {p}")
     if p.suffix in (".parquet", ".csv"):
         from coolsampler.targets import load_metrics, load_status
 
         df = load_metrics(p)
-        if df is None:
-            raise FileNotFoundError(p)
+        if df is None or df.empty:
+            raise ValueError(f"no rows in {p}")
         return df, load_status(p.with_name("status.json"))
     from coolsampler.metrics import parse_jsonl  # the parser module may land after this one
 
-    return parse_jsonl(p)
+    return parse_jsonl(p, expected_steps=steps, val_every=val_every)
+
+
+# What the analysis needs of a run that neither the log nor its table carries for sure: the refresh
+# interval (Figure 2's KL step, Table 1's refreshes), the sampler temperature (the arm) and the run's
+# length (whether the log is whole).
+NEEDED = {"N": "refresh interval (--N)", "Tb": "sampler temperature (--Tb)"}
+
+
+def known_settings(path: Path, given: Mapping[str, Any] | None) -> tuple[dict[str, Any], str]:
+    """Settings of the run at ``path`` before its log is read: run.yaml beside it, else the run key its
+    directory names (``.../<model>/<task>/<settings>/``), then the given ones on top."""
+    s: dict[str, Any] = {}
+    how = ""
+    run_yaml = path.with_name("run.yaml")
+    if run_yaml.exists():
+        import yaml
+
+        loaded = yaml.safe_load(run_yaml.read_text()) or {}
+        s, how = dict(loaded.get("settings", loaded)), "run.yaml"
+    else:
+        from coolsampler.study import parse_key
+
+        try:
+            s, how = parse_key("/".join(path.resolve().parent.parts[-3:])).settings(), "the run key of its directory"
+        except ValueError:
+            pass
+    given = {k: v for k, v in (given or {}).items() if v is not None}
+    if given:
+        s.update(given)
+        how = "given" if not how else f"{how}, given {', '.join(given)}"
+    return s, how
 
 
 def _settings_for(
-    path: Path, metrics: pd.DataFrame, given: Mapping[str, Any] | None
-) -> tuple[dict[str, Any], str]:
-    """Settings for one run: the given ones, else run.yaml beside the log, else N inferred from it."""
-    s: dict[str, Any] = dict(given or {})
-    how = "given"
-    if not s:
-        run_yaml = path.with_name("run.yaml")
-        if run_yaml.exists():
-            import yaml
-
-            loaded = yaml.safe_load(run_yaml.read_text()) or {}
-            s, how = dict(loaded.get("settings", loaded)), "run.yaml"
+    path: Path, metrics: pd.DataFrame, base: Mapping[str, Any], how: str
+) -> tuple[dict[str, Any], str, list[str]]:
+    """The run's settings: ``base`` (known_settings), then what the log itself shows (the refresh steps,
+    the logged sampler temperature). Returns the settings, where they came from, and what is missing."""
+    s = dict(base)
+    inferred = []
     if not s.get("N"):
         n = infer_N(metrics)
         if n:
-            s["N"], how = n, "N inferred from the log"
+            s["N"] = n
+            inferred.append("N")
     if "Tb" not in s and "temperature" in metrics.columns and metrics["temperature"].notna().any():
         s["Tb"] = float(metrics["temperature"].dropna().iloc[0])  # the log's own sampler temperature
+        inferred.append("Tb")
+    if inferred:
+        how = (how + "; " if how else "") + f"{' and '.join(inferred)} inferred from the log"
+    missing = [f"{k}: {what}" for k, what in NEEDED.items() if s.get(k) in (None, "", 0)]
     s.setdefault("key", str(path))
     s.setdefault("seed", 0)
-    if "steps" not in s and len(metrics):
-        s["steps"] = int(metrics["step"].max())
-    return s, how
+    return s, how or "none", missing
 
 
 def run_text(path: str, summary: Mapping[str, Any], settings: Mapping[str, Any], how: str) -> str:
@@ -81,12 +120,16 @@ def run_text(path: str, summary: Mapping[str, Any], settings: Mapping[str, Any],
     s = summary
     last = s["last_step"]
     state = "complete" if s["complete"] else "NOT complete"
+    if not settings.get("steps"):
+        state = "completeness unknown: the run's length is not known (--steps, or run.yaml beside the log)"
     lines = [
         f"== {path}",
         f"   steps up to {fstep(last)} ({state}); N={settings.get('N', DASH)} ({how}); {s['n_val']} validations",
         f"   peak {f3(s['peak'])} at step {fstep(s['peak_step'])}; final {f3(s['final'])}",
     ]
-    if s["onset"] is None:
+    if s["n_val"] == 0:
+        lines.append("   no validation points: degradation cannot be judged")
+    elif s["onset"] is None:
         lines.append(
             "   no onset: stable under the Section 2 criteria"
             + (f"; severe {s['severe']}" if s["severe"] else "")
@@ -107,27 +150,60 @@ def run_text(path: str, summary: Mapping[str, Any], settings: Mapping[str, Any],
     return "\n".join(lines)
 
 
-def analyze(paths: Sequence[str], settings: dict[str, Any] | None = None) -> str:
-    """Degradation events of every log in ``paths`` and a Table-1-style summary, as printable text.
+@dataclass
+class Report:
+    """What ``coolsampler analyze`` prints, and the paths it could not analyse (then it exits 1)."""
 
-    ``settings`` (optional, e.g. ``{"N": 192}`` or a full ``Run.settings()``) applies to every path;
-    without it each run's ``run.yaml`` is used, else N is inferred from the log. A path that cannot be
-    read is reported in the text, not raised, so one bad log does not hide the others.
+    text: str
+    errors: list[str] = field(default_factory=list)
+
+
+def analyze_report(paths: Sequence[str], settings: Mapping[str, Any] | None = None) -> Report:
+    """Degradation events of every log in ``paths`` and a Table-1-style summary.
+
+    ``settings`` (optional, e.g. ``{"N": 192, "Tb": 0.8, "steps": 300}`` or a full ``Run.settings()``)
+    applies to every path, over each run's ``run.yaml`` (or the run key its directory names). N and Tb
+    not found there are read from the log where it shows them; a run for which they stay unknown is not
+    analysed (its block says what is missing), and a run whose length is unknown is not called complete.
+    A path that cannot be read is reported in the text and in ``errors``, not raised, so one bad log
+    does not hide the others.
     """
-    blocks, entries = [], []
+    blocks, entries, errors = [], [], []
     for path in paths:
+        p = Path(path)
+        base, how = known_settings(p, settings)
         try:
-            metrics, status = load_any(path)
+            metrics, status = load_any(path, steps=base.get("steps"), val_every=base.get("val_every"))
         except Exception as e:  # report and continue: the other logs are still worth reading
-            blocks.append(f"== {path}\n   cannot read: {type(e).__name__}: {e}")
+            msg = str(e) if isinstance(e, (FileNotFoundError, ValueError)) else f"{type(e).__name__}: {e}"
+            blocks.append(f"== {path}\n   cannot read: {msg}")
+            errors.append(f"{path}: {msg}")
             continue
-        s, how = _settings_for(Path(path), metrics, settings)
+        s, how, missing = _settings_for(p, metrics, base, how)
+        if missing:
+            msg = "missing settings: " + "; ".join(missing) + " (or keep the run's run.yaml beside the log)"
+            blocks.append(f"== {path}\n   not analysed: {msg}")
+            errors.append(f"{path}: {msg}")
+            continue
+        last = int(metrics["step"].max())
+        if status is None and s.get("steps"):  # a table without status.json: judge its length at least
+            steps = int(s["steps"])
+            status = RunStatus(
+                last >= steps, last, steps, [] if last >= steps else [f"stopped at step {last} of {steps}"]
+            )
+        if not s.get("steps") and status is not None and status.complete:
+            status = RunStatus(False, status.last_step, status.expected_steps, ["the run's length is unknown"])
         blocks.append(run_text(path, summarize_run(metrics, s, status), s, how))
         entries.append((s, metrics, status))
     if entries:
         _, disp = table1_frames(entries)
         blocks.append("Summary (Table 1 style, one row per arm):\n" + to_markdown(disp))
-    return "\n\n".join(blocks) + "\n"
+    return Report("\n\n".join(blocks) + "\n", errors)
 
 
-__all__ = ["analyze", "infer_N", "load_any"]
+def analyze(paths: Sequence[str], settings: Mapping[str, Any] | None = None) -> str:
+    """``analyze_report``'s text alone."""
+    return analyze_report(paths, settings).text
+
+
+__all__ = ["Report", "analyze", "analyze_report", "infer_N", "known_settings", "load_any"]

@@ -61,6 +61,10 @@ def load_path(path: str | Path) -> RunData:
     from coolsampler.claims import load_run_data
 
     p = Path(path)
+    if not p.exists():
+        raise FileNotFoundError(f"no such file or directory: {path}")
+    if p.is_file() and p.stat().st_size == 0:
+        raise ValueError(f"empty file: {path}")
     run = run_of(p)
     d = p if p.is_dir() else p.parent
     if p.is_dir():
@@ -75,8 +79,15 @@ def load_path(path: str | Path) -> RunData:
     return RunData(run, df, status)
 
 
-def claims_text(claims: Claims, paths: Sequence[str], probe: bool = False, show_all: bool = False) -> tuple[str, Any]:
-    """Evaluate the claims on the runs at ``paths``; the printable summary and the results."""
+def claims_text(
+    claims: Claims,
+    paths: Sequence[str],
+    probe: bool = False,
+    show_all: bool = False,
+    errors: list[str] | None = None,
+) -> tuple[str, Any]:
+    """Evaluate the claims on the runs at ``paths``; the printable summary and the results. A path that
+    cannot be read is reported in the text and appended to ``errors`` (the CLI then exits 1)."""
     data: dict[str, RunData] = {}
     lines = []
     for p in paths:
@@ -84,6 +95,8 @@ def claims_text(claims: Claims, paths: Sequence[str], probe: bool = False, show_
             rd = load_path(p)
         except Exception as e:  # one bad path must not hide the others
             lines.append(f"{p}: cannot read: {type(e).__name__}: {e}")
+            if errors is not None:
+                errors.append(f"{p}: {e}")
             continue
         data[rd.run.key] = rd
     runs = [rd.run for rd in data.values()]
@@ -122,8 +135,11 @@ def main(args: argparse.Namespace) -> int:
     except ClaimError as e:
         print(f"coolsampler claims: {e}", file=sys.stderr)
         return 2
-    text, (results, budget) = claims_text(claims, args.paths, args.probe, args.all)
+    errors: list[str] = []
+    text, (results, budget) = claims_text(claims, args.paths, args.probe, args.all, errors)
     sys.stdout.write(text)
+    for err in errors:
+        print(f"coolsampler claims: {err}", file=sys.stderr)
     if args.out:
         out = Path(args.out)
         out.mkdir(parents=True, exist_ok=True)
@@ -137,7 +153,7 @@ def main(args: argparse.Namespace) -> int:
             out / "staleness_budget.csv",
         )
         print(f"wrote {out / 'claims.md'}")
-    return 0
+    return 1 if errors else 0
 
 
 __all__ = ["add_parser", "claims_text", "load_path", "main", "relax", "run_of"]

@@ -3,10 +3,13 @@
     coolsampler overrides RUN_KEY [--study config/paper.yaml] [--platform gpu|cpu] [--env]
         the exact Hydra overrides verl gets for a run, one per line (paths as rule train sets them);
         with --env, the environment of its verl process instead (NAME=value lines)
-    coolsampler parse PATH [--out metrics.parquet] [--steps N] [--val-every K]
+    coolsampler parse PATH [--out metrics.parquet|metrics.csv] [--steps N] [--val-every K]
         one verl JSONL log -> a summary, or the metrics table rule parse writes
-    coolsampler analyze PATH... [--N N]
+    coolsampler analyze PATH... [--N N] [--Tb T] [--steps S]
         the paper's per-run numbers (degradation events, Table-1 summary) for logs or tables
+    coolsampler runs|status|plan [--study FILE] ...
+        a study's run keys, where each run stands, what the study costs (coolsampler.study_cli)
+    coolsampler --version
 
 Light: none of these imports verl, vLLM or torch, so they run on a laptop with the core install.
 """
@@ -64,16 +67,38 @@ def _overrides(args: argparse.Namespace) -> int:
     return 0
 
 
+OUT_FORMATS = {".parquet": "parquet", ".csv": "csv"}  # parse --out: the format is the file's suffix
+
+
 def _parse(args: argparse.Namespace) -> int:
+    from coolsampler.analyze_cli import known_settings
     from coolsampler.metrics import parse_jsonl
 
-    df, status = parse_jsonl(args.path, expected_steps=args.steps, val_every=args.val_every)
+    fmt = None
+    if args.out:
+        fmt = OUT_FORMATS.get(Path(args.out).suffix.lower())
+        if fmt is None:
+            raise ValueError(f"--out {args.out}: unknown format; name a {' or '.join(OUT_FORMATS)} file")
+    path = Path(args.path)
+    if not path.is_file():
+        raise FileNotFoundError(f"no such file: {path}")
+    if path.stat().st_size == 0:
+        raise ValueError(f"empty file: {path}")
+    # the run's length and validation interval: given, else run.yaml beside the log (or its run key)
+    known, _how = known_settings(path, None)
+    steps = args.steps or known.get("steps")
+    val_every = args.val_every or known.get("val_every")
+    df, status = parse_jsonl(path, expected_steps=steps, val_every=val_every)
     if args.out:
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-        df.to_parquet(args.out, index=False)
+        if fmt == "csv":
+            df.to_csv(args.out, index=False)
+        else:
+            df.to_parquet(args.out, index=False)
     train = df[df.step > 0]
     val = df.dropna(subset=["val_acc"]) if "val_acc" in df else df.iloc[0:0]
-    print(f"{args.path}: {len(train)} training steps (last {status.last_step} of {status.expected_steps})")
+    of = f"of {status.expected_steps}" if steps else "of ? (the run's length is unknown)"
+    print(f"{args.path}: {len(train)} training steps (last {status.last_step} {of})")
     if len(val):
         best = val.loc[val.val_acc.idxmax()]
         last = val.iloc[-1]
@@ -81,18 +106,41 @@ def _parse(args: argparse.Namespace) -> int:
             f"validation: {len(val)} points, last {last.val_acc:.3f} at step {int(last.step)}, "
             f"best {best.val_acc:.3f} at step {int(best.step)}"
         )
-    print("complete" if status.complete else "NOT complete: " + "; ".join(status.problems))
+    else:
+        print("validation: no points")
+    if not status.complete:
+        print("NOT complete: " + "; ".join(status.problems))
+    elif steps:
+        print("complete")
+    else:
+        print("whole as far as the log shows; completeness unknown: give --steps (or keep run.yaml beside the log)")
     if args.out:
-        print(f"wrote {args.out}")
+        print(f"wrote {args.out} ({fmt})")
     return 0
 
 
 def _analyze(args: argparse.Namespace) -> int:
-    from coolsampler.analyze_cli import analyze
+    from coolsampler.analyze_cli import analyze_report
 
-    settings = {"N": args.N} if args.N else None
-    sys.stdout.write(analyze(args.paths, settings))
-    return 0
+    given = {"N": args.N, "Tb": args.Tb, "steps": args.steps, "val_every": args.val_every}
+    report = analyze_report(args.paths, {k: v for k, v in given.items() if v is not None})
+    sys.stdout.write(report.text)
+    for err in report.errors:
+        print(f"coolsampler analyze: {err}", file=sys.stderr)
+    return 1 if report.errors else 0
+
+
+class _VersionAction(argparse.Action):
+    """``--version``, computed only when asked (it hashes the patches; coolsampler.version)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, help: str | None = None) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help=help)
+
+    def __call__(self, parser: argparse.ArgumentParser, *_args: object) -> None:
+        from coolsampler.version import version_text
+
+        print(version_text())
+        parser.exit()
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -108,17 +156,24 @@ def build_parser() -> argparse.ArgumentParser:
     o.set_defaults(func=_overrides)
     p = sub.add_parser("parse", help="parse one verl JSONL log")
     p.add_argument("path")
-    p.add_argument("--out", help="write the metrics table (parquet) here")
-    p.add_argument("--steps", type=int, help="expected steps (status says what is missing)")
-    p.add_argument("--val-every", type=int, help="validation interval (status says which are missing)")
+    p.add_argument("--out", help="write the metrics table here: .parquet or .csv (by the suffix)")
+    p.add_argument("--steps", type=int, help="expected steps (default: run.yaml beside the log)")
+    p.add_argument("--val-every", type=int, help="validation interval (default: run.yaml beside the log)")
     p.set_defaults(func=_parse)
     a = sub.add_parser("analyze", help="degradation events and a Table-1 summary of logs or tables")
     a.add_argument("paths", nargs="+")
-    a.add_argument("--N", type=int, help="refresh interval for every path (default: run.yaml or the log)")
+    a.add_argument("--N", type=int, help="refresh interval for every path (default: run.yaml, the run key, the log)")
+    a.add_argument("--Tb", type=float, help="sampler temperature for every path (default: as --N)")
+    a.add_argument("--steps", type=int, help="the run's length, to tell a whole log from a cut one (default: run.yaml)")
+    a.add_argument("--val-every", type=int, help="validation interval (default: run.yaml)")
     a.set_defaults(func=_analyze)
     from coolsampler.claims_cli import add_parser as add_claims_parser  # claims PATH... (issue 12)
 
     add_claims_parser(sub)
+    from coolsampler.study_cli import add_parsers as add_study_parsers  # runs, status, plan (issue 13)
+
+    add_study_parsers(sub)
+    ap.add_argument("--version", action=_VersionAction, help="print the package's and the patched verl's version")
     return ap
 
 

@@ -138,6 +138,14 @@ def host_budget(model: str) -> list[Item]:
     ]
 
 
+def checkpoint_disk_bytes(model: str) -> int:
+    """Disk one run keeps (one checkpoint, ``max_actor_ckpt_to_keep=1``): the fp32 parameters and Adam
+    moments (12 bytes a parameter) plus the stale sampler's bf16 snapshot of every actor rank (patch
+    0004, so that a resume gets the sampler of its last refresh). ``coolsampler plan`` reads this."""
+    a, s = ARCH[model], setting(model)
+    return a.params * (FP32 + 2 * FP32) + s.gpus * a.params * BF16
+
+
 def gpu_budget(model: str) -> dict[str, list[Item]]:
     """Memory of one GPU in each phase of a step; the budget is the largest phase."""
     a, s = ARCH[model], setting(model)

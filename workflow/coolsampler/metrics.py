@@ -30,6 +30,16 @@ _ABSENT = ABSENT
 _pick = pick  # the one implementation lives beside the schema (launch.py's progress lines use it too)
 
 
+def column_value(data: dict[str, Any], column: str) -> Any:
+    """The value of metrics-table ``column`` in one verl record's ``data``, or None when absent.
+
+    For readers of a log while it is written (``coolsampler status``): the same source keys as the
+    parser (``metrics_schema.COLUMNS``), so both name the same metric.
+    """
+    val = _pick(data, COLUMNS[column][2])
+    return None if val is _ABSENT else val
+
+
 def read_jsonl(path: str | Path) -> tuple[dict[int, dict[str, Any]], list[str]]:
     """One record per step, and the problems met while reading.
 

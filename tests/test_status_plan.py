@@ -1,0 +1,290 @@
+"""``coolsampler status``, ``plan``, ``runs`` and ``--version`` on fabricated run directories.
+
+The run directories are written as ``coolsampler.launch`` / ``train_job`` / rule parse leave them
+(``attempts/NN.jsonl`` and ``train.log`` while training; ``run.yaml`` + ``train.jsonl`` once finished;
+``metrics.parquet`` + ``status.json`` after parsing), with file times set to put a run at a chosen age.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from coolsampler.cli import main
+from coolsampler.memory import checkpoint_disk_bytes
+from coolsampler.plan import make_plan, summary, wall_hours
+from coolsampler.settings import step_seconds
+from coolsampler.status import hmm, run_state, stall_threshold, study_states, watchdog_stall_s
+from coolsampler.study import load_study
+
+REPO = Path(__file__).resolve().parents[1]
+SMOKE, PAPER = REPO / "config" / "config.yaml", REPO / "config" / "paper.yaml"
+
+
+def record(step: int, *, val: float | None = None, kl: float | None = 0.01, t: float = 1.5) -> dict:
+    """One line of verl's file logger: a training step (with verl's timers), or a validation (step 0)."""
+    data: dict = {}
+    if step > 0:
+        data = {"training/global_step": step, "rollout_corr/kl": kl, "timing_s/step": t}
+    if val is not None:
+        data["val-core/arith/acc/mean@1"] = val
+        if step > 0:
+            data["timing_s/testing"] = 0.5
+    return {"step": step, "data": data}
+
+
+def write_log(path: Path, steps: range, *, val_every: int = 8, t: float = 1.5) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    recs = [record(0, val=0.49)] + [
+        record(s, val=0.5 + s / 1000 if s % val_every == 0 else None, kl=0.001 * s, t=t) for s in steps
+    ]
+    path.write_text("".join(json.dumps(r) + "\n" for r in recs))
+
+
+def age(path: Path, seconds: float) -> None:
+    t = time.time() - seconds
+    os.utime(path, (t, t))
+
+
+@pytest.fixture
+def smoke():
+    return load_study(SMOKE)
+
+
+def fabricate(results: Path, study) -> dict[str, str]:
+    """Run directories for the first runs of the smoke study: done, running, stalled, failed (two ways),
+    starting; the rest not started. Returns key -> the state it must get."""
+    keys = [r.key for r in study.runs]
+    want = {}
+    d = results / "runs"
+
+    k = keys[0]  # done and parsed, its log whole
+    write_log(d / k / "train.jsonl", range(1, 65))
+    (d / k / "run.yaml").write_text(yaml.safe_dump({"settings": {"N": 32}, "platform": "cpu"}))
+    (d / k / "status.json").write_text(json.dumps(dict(complete=True, last_step=64, expected_steps=64, problems=[])))
+    (d / k / "train.benchmark.tsv").write_text("s\th:m:s\n160.0\t0:02:40\n")
+    want[k] = "done"
+
+    k = keys[1]  # running: step 20 of 64, its log written just now
+    write_log(d / k / "attempts" / "01.jsonl", range(1, 21))
+    (d / k / "train.log").write_text("$ python -m verl.trainer.main_ppo ...\nsome Ray noise\n")
+    want[k] = "running"
+
+    k = keys[2]  # stalled: step 12, nothing for 10 minutes (smoke stall_min is 3), no error in the log
+    write_log(d / k / "attempts" / "01.jsonl", range(1, 13))
+    (d / k / "train.log").write_text("$ python -m verl.trainer.main_ppo ...\n")
+    age(d / k / "attempts" / "01.jsonl", 600)
+    age(d / k / "train.log", 600)
+    want[k] = "stalled"
+
+    k = keys[3]  # failed, said by the training job after the watchdog's retry
+    write_log(d / k / "attempts" / "01.jsonl", range(1, 30))
+    write_log(d / k / "attempts" / "02.jsonl", range(17, 31))
+    (d / k / "train.log").write_text(
+        "$ python -m verl.trainer.main_ppo ...\n"
+        f"[coolsampler] {k}: attempt 1 stalled: no new step for 180s (last step 29/64); retrying\n"
+        "$ python -m verl.trainer.main_ppo ... trainer.resume_mode=resume_path\n"
+        f"[coolsampler] {k}: failed: timeout: 1800s exceeded at step 30/64\n"
+    )
+    want[k] = "failed"
+
+    k = keys[4]  # failed: verl died with a Python error, nothing since (no verdict line in the log)
+    write_log(d / k / "attempts" / "01.jsonl", range(1, 6))
+    (d / k / "train.log").write_text(
+        "$ python -m verl.trainer.main_ppo ...\n"
+        "\x1b[36m(TaskRunnerV1 pid=1)\x1b[0m UserWarning: torchtitan engine is not available: "
+        "ModuleNotFoundError(\"No module named 'torchtitan'\")\n"
+        "Traceback (most recent call last):\n"
+        '  File "x.py", line 1, in <module>\n'
+        "ray.exceptions.RayTaskError(RuntimeError): \x1b[36mray::TaskRunner.run()\x1b[0m boom in the weight push\n"
+    )
+    for p in (d / k / "attempts" / "01.jsonl", d / k / "train.log"):
+        age(p, 900)
+    want[k] = "failed"
+
+    k = keys[5]  # starting: the command line is in the log, verl's file logger not up yet
+    (d / k).mkdir(parents=True)
+    (d / k / "train.log").write_text("$ python -m verl.trainer.main_ppo ...\nstarting Ray\n")
+    want[k] = "running"
+    for k in keys[6:]:
+        want[k] = "not started"
+    return want
+
+
+def test_status_of_fabricated_runs(tmp_path: Path, smoke, capsys) -> None:
+    want = fabricate(tmp_path, smoke)
+    states = {s.key: s for s in study_states(smoke, tmp_path)}
+    assert {k: s.state for k, s in states.items()} == want
+    keys = [r.key for r in smoke.runs]
+    done, running, stalled, failed, died, starting = (states[k] for k in keys[:6])
+    assert done.step == 64 and done.val_acc == pytest.approx(0.564) and done.detail == ""
+    # running: step k/T, the last validation (step 16), the KL of step 20, ETA = mean step time x steps left
+    assert (running.step, running.total, running.val_step) == (20, 64, 16)
+    assert running.val_acc == pytest.approx(0.516) and running.kl == pytest.approx(0.020)
+    mean_step = (20 * 1.5 + 2 * 0.5) / 20  # validation (timing_s/testing) runs outside verl's step timer
+    assert running.eta_s == pytest.approx(mean_step * 44)
+    assert stalled.step == 12 and "no new step for 0:10" in stalled.detail and stalled.eta_s is None
+    assert stalled.limit_s == 120  # min(max(10 x 1.5 s, 2 x 2.0 s, 120 s), the smoke study's stall_min 3 min)
+    assert failed.detail == "timeout: 1800s exceeded at step 30/64" and failed.step == 30
+    assert died.detail.startswith("ray.exceptions.RayTaskError(RuntimeError): ") and "boom" in died.detail
+    assert starting.step == 0 and "starting" in starting.detail
+
+    assert main(["status", "--study", str(SMOKE), "--results", str(tmp_path)]) == 1  # a failed/stalled run
+    out = capsys.readouterr().out
+    assert "9 runs: 1 done, 2 running, 1 stalled, 2 failed, 3 not started" in out
+    line = next(x for x in out.splitlines() if x.startswith(keys[1] + " "))
+    assert "running" in line and "20/64" in line and "0.516@16" in line and "0:01" in line
+
+
+def test_stall_threshold_is_derived_from_the_step_time() -> None:
+    # ten median steps, or twice the longest (a validation step), at least two minutes, at most the watchdog's
+    assert stall_threshold([1.5] * 10, watchdog_s=180) == 120
+    assert stall_threshold([38.4] * 10 + [100.0], watchdog_s=3600) == pytest.approx(384)
+    assert stall_threshold([38.4] * 10 + [300.0], watchdog_s=3600) == 600
+    assert stall_threshold([400.0], watchdog_s=3600) == 3600
+    assert stall_threshold([], watchdog_s=180) == 180
+    assert watchdog_stall_s(load_study(SMOKE)) == 180  # config.yaml stall_min: 3
+    assert watchdog_stall_s(load_study(PAPER)) == 3600  # the gpu platform's stall_min
+
+
+def test_a_run_is_stalled_only_past_its_threshold(tmp_path: Path, smoke) -> None:
+    run = smoke.runs[0]
+    write_log(tmp_path / "attempts" / "01.jsonl", range(1, 11))
+    (tmp_path / "train.log").write_text("$ verl\n")
+    now = (tmp_path / "attempts" / "01.jsonl").stat().st_mtime
+    assert run_state(run, tmp_path, watchdog_s=180, now=now + 119).state == "running"
+    assert run_state(run, tmp_path, watchdog_s=180, now=now + 121).state == "stalled"
+    # start-up of a second attempt (its file not written yet): the watchdog's start-up limit, not attempt 1's age
+    with (tmp_path / "train.log").open("a") as f:
+        f.write(f"[coolsampler] {run.key}: attempt 1 stalled: no new step; retrying\n$ verl again\n")
+    age(tmp_path / "attempts" / "01.jsonl", 3000)
+    st = run_state(run, tmp_path, watchdog_s=180)
+    assert st.state == "running" and "starting (attempt 2)" in st.detail and st.limit_s == 360
+    assert run_state(run, tmp_path, watchdog_s=180, now=time.time() + 400).state == "stalled"
+
+
+def test_done_but_incomplete_or_unparsed(tmp_path: Path, smoke) -> None:
+    run = smoke.runs[0]
+    write_log(tmp_path / "train.jsonl", range(1, 41))
+    (tmp_path / "run.yaml").write_text("settings: {}\n")
+    assert run_state(run, tmp_path, watchdog_s=180).detail == "not parsed yet (rule parse)"
+    (tmp_path / "status.json").write_text(
+        json.dumps(dict(complete=False, last_step=40, expected_steps=64, problems=["stopped at step 40 of 64"]))
+    )
+    st = run_state(run, tmp_path, watchdog_s=180)
+    assert st.state == "done" and st.detail == "log incomplete: stopped at step 40 of 64"
+
+
+def test_status_exit_codes(tmp_path: Path, capsys) -> None:
+    # nothing run yet: 3 (not all done, nothing failed); every run done: 0
+    assert main(["status", "--study", str(SMOKE), "--results", str(tmp_path)]) == 3
+    for r in load_study(SMOKE).runs:
+        write_log(tmp_path / "runs" / r.key / "train.jsonl", range(1, 65))
+        (tmp_path / "runs" / r.key / "run.yaml").write_text("settings: {}\n")
+    assert main(["status", "--study", str(SMOKE), "--results", str(tmp_path)]) == 0
+    assert main(["status", "--study", str(PAPER), "--results", str(tmp_path)]) == 3
+    assert "53 runs: 0 done, 0 running, 0 stalled, 0 failed, 53 not started" in capsys.readouterr().out
+
+
+def test_hmm() -> None:
+    seconds = (0, 59, 61, 3600, 3 * 3600 + 20 * 60 + 1, None)
+    assert [hmm(x) for x in seconds] == ["0:00", "0:01", "0:01", "1:00", "3:20", "-"]
+
+
+def test_plan_of_the_paper_study_from_the_paper_step_times(tmp_path: Path, capsys) -> None:
+    paper = load_study(PAPER)
+    plan = make_plan(paper, profile="gpu", results=tmp_path)
+    s = summary(plan)
+    runs = {(r.model, r.task, r.steps): 0 for r in paper.runs}
+    for r in paper.runs:
+        runs[(r.model, r.task, r.steps)] += 1
+    hours = sum(n * steps * step_seconds(m, t) / 3600 for (m, t, steps), n in runs.items())
+    assert s["runs"] == 53 and s["done"] == 0 and not s["unknown"]
+    assert s["hours_all"] == pytest.approx(hours) and s["gpu_hours_all"] == pytest.approx(4 * hours)
+    assert 200 < s["hours_all"] < 220  # the paper: "55 runs ... roughly 220 GPU-box-hours"
+    assert s["wall_todo"] == pytest.approx(hours)  # the gpu-box profile: one 4-GPU run at a time
+    disk = sum(checkpoint_disk_bytes(r.model) for r in paper.runs)
+    assert s["disk"] == disk
+    assert main(["plan", "--study", str(PAPER), "--profile", "slurm", "--results", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "16 at a time (profiles/slurm jobs: 16" in out and "paper (App. D)" in out and "2.26 TiB" in out
+
+
+def test_plan_marks_done_runs_and_uses_their_measured_step_time(tmp_path: Path, capsys) -> None:
+    smoke = load_study(SMOKE)
+    assert summary(make_plan(smoke, results=tmp_path))["unknown"]  # no finished run, no paper time: unknown
+    fabricate(tmp_path, smoke)  # one finished cpu run: 64 steps of 1.5 s, 8 validations of 0.5 s, 160 s wall
+    plan = make_plan(smoke, results=tmp_path)
+    s = summary(plan)
+    assert s["done"] == 1 and not s["unknown"] and plan.profile == "cpu" and plan.parallel == 2
+    step = (64 * 1.5 + 8 * 0.5) / 64
+    per_run = 160 / 3600  # start-up (benchmark wall - the steps' times) + 64 steps = the measured wall
+    assert plan.groups[0].step_s == pytest.approx(step)
+    assert s["hours_all"] == pytest.approx(9 * per_run) and s["hours_todo"] == pytest.approx(8 * per_run)
+    assert s["wall_todo"] == pytest.approx(4 * per_run)  # 8 runs, two at a time
+    disk = sum(p.stat().st_size for p in (tmp_path / "runs" / smoke.runs[0].key).rglob("*") if p.is_file())
+    assert s["disk"] == 9 * disk
+    assert main(["plan", "--results", str(tmp_path), "--runs"]) == 0
+    out = capsys.readouterr().out
+    assert "measured (1 run)" in out and f"done  {smoke.runs[0].key}" in out and f"todo  {smoke.runs[1].key}" in out
+    # a finished run from another platform does not measure this one
+    assert summary(make_plan(smoke, profile="gpu", results=tmp_path))["unknown"]
+
+
+def test_wall_hours_schedules_longest_first() -> None:
+    assert wall_hours([3, 3, 3, 9], 2) == 9
+    assert wall_hours([1] * 10, 4) == 3
+    assert wall_hours([], 4) == 0
+
+
+def test_runs_lists_every_key(capsys) -> None:
+    assert main(["runs", "--study", str(PAPER)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines == [r.key for r in load_study(PAPER).runs] and len(lines) == 53
+    assert main(["runs", "--source"]) == 0
+    first = capsys.readouterr().out.splitlines()[0].split("\t")
+    assert first == [load_study(SMOKE).runs[0].key, load_study(SMOKE).runs[0].source]
+
+
+def test_version(capsys) -> None:
+    from coolsampler.version import installed_verl, package_version, patched_verl
+
+    with pytest.raises(SystemExit) as e:
+        main(["--version"])
+    assert e.value.code == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"coolsampler {package_version()}\n")
+    import tomllib
+
+    assert package_version() == tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["version"]
+    assert patched_verl().startswith("0.9.1+coolsampler.")
+    assert f"patched verl (from patches/verl): {patched_verl()}" in out
+    assert f"installed verl: {installed_verl() or 'none'}" in out
+
+
+def test_status_of_a_partial_paper_study(tmp_path: Path, capsys) -> None:
+    """The paper study with one run at step 100 of 300 (paper step time, 38.4 s) and one done: the ETA is
+    hours, in h:mm; the plan counts the done run out of what is left."""
+    paper = load_study(PAPER)
+    first, second = paper.runs[0], paper.runs[1]
+    write_log(tmp_path / "runs" / first.key / "attempts" / "01.jsonl", range(1, 101), val_every=10, t=38.4)
+    (tmp_path / "runs" / first.key / "train.log").write_text("$ apptainer exec --nv ... python3 -m verl...\n")
+    write_log(tmp_path / "runs" / second.key / "train.jsonl", range(1, 301), val_every=10, t=38.4)
+    (tmp_path / "runs" / second.key / "run.yaml").write_text(yaml.safe_dump({"platform": "gpu"}))
+    states = study_states(paper, tmp_path)
+    running = states[0]
+    assert running.state == "running" and (running.step, running.total) == (100, 300)
+    assert hmm(running.eta_s) == hmm((100 * 38.4 + 10 * 0.5) / 100 * 200) == "2:08"
+    assert running.limit_s == pytest.approx(384)  # ten median steps, well below the gpu watchdog's hour
+    assert main(["status", "--study", str(PAPER), "--results", str(tmp_path)]) == 3
+    out = capsys.readouterr().out
+    assert "53 runs: 1 done, 1 running, 0 stalled, 0 failed, 51 not started" in out
+    line = next(x for x in out.splitlines() if x.startswith(first.key + " "))
+    assert line.split()[1:] == ["running", "100/300", "0.600@100", "0.1", "2:08"]
+    s = summary(make_plan(paper, profile="gpu", results=tmp_path))
+    assert s["done"] == 1 and s["hours_todo"] < s["hours_all"]
