@@ -56,6 +56,9 @@ def smoke():
     return load_study(SMOKE)
 
 
+ATTEMPT = "attempt 1: verl's output goes to verl.log\n"  # how coolsampler.launch starts an attempt
+
+
 def fabricate(results: Path, study) -> dict[str, str]:
     """Run directories for the first runs of the smoke study: done, running, stalled, failed (two ways),
     starting; the rest not started. Returns key -> the state it must get."""
@@ -70,9 +73,10 @@ def fabricate(results: Path, study) -> dict[str, str]:
     (d / k / "train.benchmark.tsv").write_text("s\th:m:s\n160.0\t0:02:40\n")
     want[k] = "done"
 
-    k = keys[1]  # running: step 20 of 64, its log written just now
+    k = keys[1]  # running: step 20 of 64, its log written just now (the job's log quiet, verl's beside it)
     write_log(d / k / "attempts" / "01.jsonl", range(1, 21))
-    (d / k / "train.log").write_text("$ python -m verl.trainer.main_ppo ...\nsome Ray noise\n")
+    (d / k / "train.log").write_text(f"{ATTEMPT}[coolsampler] {k}: step 20/64  reward 0.5  (0:01 elapsed)\n")
+    (d / k / "verl.log").write_text("$ python -m verl.trainer.main_ppo ...\nsome Ray noise\n")
     want[k] = "running"
 
     k = keys[2]  # stalled: step 12, nothing for 10 minutes (smoke stall_min is 3), no error in the log
@@ -93,9 +97,10 @@ def fabricate(results: Path, study) -> dict[str, str]:
     )
     want[k] = "failed"
 
-    k = keys[4]  # failed: verl died with a Python error, nothing since (no verdict line in the log)
+    k = keys[4]  # failed: verl died with a Python error (in verl.log), nothing since, no verdict line
     write_log(d / k / "attempts" / "01.jsonl", range(1, 6))
-    (d / k / "train.log").write_text(
+    (d / k / "train.log").write_text(ATTEMPT)
+    (d / k / "verl.log").write_text(
         "$ python -m verl.trainer.main_ppo ...\n"
         "\x1b[36m(TaskRunnerV1 pid=1)\x1b[0m UserWarning: torchtitan engine is not available: "
         "ModuleNotFoundError(\"No module named 'torchtitan'\")\n"
@@ -103,7 +108,7 @@ def fabricate(results: Path, study) -> dict[str, str]:
         '  File "x.py", line 1, in <module>\n'
         "ray.exceptions.RayTaskError(RuntimeError): \x1b[36mray::TaskRunner.run()\x1b[0m boom in the weight push\n"
     )
-    for p in (d / k / "attempts" / "01.jsonl", d / k / "train.log"):
+    for p in (d / k / "attempts" / "01.jsonl", d / k / "train.log", d / k / "verl.log"):
         age(p, 900)
     want[k] = "failed"
 

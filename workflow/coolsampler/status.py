@@ -4,8 +4,9 @@ What a run directory holds (``coolsampler.paths``, the Snakefile header; ``cools
 ``coolsampler.train_job`` write it):
 
 * while training: ``attempts/NN.jsonl`` (verl's file logger, one file per attempt, one line per step),
-  ``train.log`` (verl's console, with one ``$ <command>`` line at the start of each attempt and
-  ``[coolsampler] <key>: ...`` lines from the training job), ``checkpoints/``;
+  ``train.log`` (the job's log: an ``attempt N: ...`` line at the start of each attempt, one
+  ``[coolsampler] <key>: step k/T ...`` line per step, ``FAILED: ...`` on failure), ``verl.log`` (verl's
+  console, one ``$ <command>`` line per attempt), ``checkpoints/``;
 * once training finished: ``train.jsonl`` (the attempts joined) and ``run.yaml`` (written last: a killed
   or failed job leaves neither, Snakemake deletes them), then ``metrics.parquet`` + ``status.json``
   (rule parse).
@@ -142,13 +143,24 @@ def step_times(records: dict[int, dict[str, Any]]) -> list[float]:
     return out
 
 
+_ATTEMPT_RE = re.compile(r"^attempt \d+: ")
+
+
 def _log_of_current_attempt(log: Path) -> tuple[int, list[str]]:
-    """How many attempts the log shows started (``$ `` command lines) and the lines since the last one."""
+    """How many attempts the log shows started and the lines since the last one. An attempt starts at
+    an ``attempt N: ...`` line of the job's log (coolsampler.launch) or a ``$ <command>`` line (verl.log,
+    and job logs of earlier versions, which held verl's output too)."""
     if not log.exists():
         return 0, []
     lines = [_ANSI_RE.sub("", x) for x in log.read_text(errors="replace").splitlines()]
-    starts = [i for i, x in enumerate(lines) if x.startswith("$ ")]
+    starts = [i for i, x in enumerate(lines) if x.startswith("$ ") or _ATTEMPT_RE.match(x)]
     return len(starts), lines[starts[-1] + 1 :] if starts else lines
+
+
+def _failure_markers(key: str) -> tuple[str, ...]:
+    """How a job's log says that an attempt failed: coolsampler.launch's ``FAILED: <reason>``, the train
+    job's ``[coolsampler] KEY: failed: ...``, or Snakemake's ``train KEY failed: ...``."""
+    return ("FAILED: ", f"[coolsampler] {key}: failed: ", f"train {key} failed: ")
 
 
 def failure_reason(key: str, lines: list[str]) -> str | None:
@@ -159,11 +171,11 @@ def failure_reason(key: str, lines: list[str]) -> str | None:
     the last Python error line.
     """
     for line in reversed(lines):
-        for marker in (f"[coolsampler] {key}: failed: ", f"train {key} failed: "):
+        for marker in _failure_markers(key):
             if marker in line:
                 return line.split(marker, 1)[1].strip()
     if any("(stalled run) ---" in x for x in lines):
-        return "stalled: stopped by the watchdog (py-spy dumps in train.log)"
+        return "stalled: stopped by the watchdog (py-spy dumps in verl.log)"
     for line in reversed(lines):
         m = _ERROR_RE.search(line.strip())
         if m:
@@ -219,10 +231,10 @@ def run_state(run: Run, run_dir: Path, *, watchdog_s: float, now: float | None =
         ages = [now - p.stat().st_mtime for p in (log, cur_file) if p is not None and p.exists()]
         st.idle_s = min(ages) if ages else None
         phase = "starting" + (f" (attempt {started})" if started > 1 else "")
-    reason = failure_reason(run.key, current)
-    explicit = reason is not None and any(
-        m in x for x in current for m in (f"[coolsampler] {run.key}: failed: ", f"train {run.key} failed: ")
-    )
+    # verl's own output (verl.log, since the job's log was made quiet) holds its tracebacks
+    _, verl_current = _log_of_current_attempt(d / "verl.log")
+    reason = failure_reason(run.key, current) or failure_reason(run.key, verl_current)
+    explicit = any(m in x for x in current for m in _failure_markers(run.key))
     idle = st.idle_s is not None and st.limit_s is not None and st.idle_s > st.limit_s
     if explicit or (idle and reason):
         st.state, st.detail = "failed", reason or ""

@@ -183,4 +183,7 @@ def train_from_snakemake(smk: Any) -> None:
             image_digest=read_digest(smk.input.image) if smk.input.get("image") else None,
         )
     except TrainingFailed as e:
+        # the job's log says why (coolsampler status reads it): also failures before verl started
+        with log.open("a") as f:
+            f.write(f"[coolsampler] {run.key}: failed: {str(e).splitlines()[0]}\n")
         sys.exit(f"train {run.key} failed: {e}")
