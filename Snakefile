@@ -47,6 +47,9 @@ from coolsampler.study import KEY_WILDCARD_RE, StudyError, study_from_dict
 if "name" not in config and "runs" not in config:
     for k, v in yaml.safe_load(Path("config/config.yaml").read_text()).items():
         config.setdefault(k, v)
+# analysis_only=true, a switch of this invocation and not of the study: draw from the runs that exist,
+# never train (workflow/rules/common.smk; `coolsampler figures RESULTS_DIR` sets it)
+ANALYSIS_ONLY = str(config.pop("analysis_only", False)).lower() in ("true", "1", "yes")
 try:
     STUDY = study_from_dict(config, origin=config.get("name", "study"))
 except StudyError as err:
