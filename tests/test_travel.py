@@ -215,3 +215,131 @@ def test_analysis_only_never_plans_training(origin, tmp_path):
     assert "train" not in jobs and "verl_wheel" not in jobs, jobs
     assert jobs.get("parse") == len(keys) - 1 and jobs.get("figure") == 2 and jobs.get("table") == 3, jobs
     assert f"1 of {len(keys)} runs of study smoke" in res.stderr and keys[0] in res.stderr
+
+
+# --------------------------------------------------------------------------------------------------
+# coolsampler figures RESULTS_DIR: everything drawn from run directories alone, verl unimportable.
+
+
+def synthetic_study_results(repo: Path, *, skip: int = 1) -> list[str]:
+    """The smoke study's run directories with synthetic metrics (coolsampler.synthetic), the first
+    ``skip`` runs absent; the logs older than their metrics, as after a real parse."""
+    from coolsampler.metrics import write_metrics
+    from coolsampler.metrics_schema import RunStatus
+    from coolsampler.synthetic import make_metrics
+
+    study = load_study(repo / "config/config.yaml")
+    layout = Layout.from_config(study.raw, study.results)
+    past = time.time() - DAY
+    for i, run in enumerate(study.runs[skip:]):
+        d = repo / layout.run_dir(run.key)
+        d.mkdir(parents=True)
+        for name, text in (("train.jsonl", '{"step": 1}\n'), ("run.yaml", yaml.safe_dump({"study": study.name}))):
+            (d / name).write_text(text)
+            os.utime(d / name, (past, past))
+        df = make_metrics(run.N, run.steps, run.val_every, run.Tb.initial, seed=i, correction=run.correction)
+        write_metrics(df, RunStatus(True, run.steps, run.steps, []), d / "metrics.parquet", d / "status.json")
+    return [r.key for r in study.runs]
+
+
+@pytest.mark.timeout(900)
+def test_figures_command_draws_everything_from_run_directories_alone(tmp_path):
+    repo = committed_copy(tmp_path / "repo")
+    keys = synthetic_study_results(repo)
+    # any import of verl (or vLLM, torch) in the command or its jobs fails them
+    block = tmp_path / "block"
+    for name in ("verl", "vllm", "torch"):
+        (block / name).mkdir(parents=True)
+        (block / name / "__init__.py").write_text(f"raise ImportError('{name} imported by coolsampler figures')\n")
+    env = {**os.environ, "PYTHONPATH": f"{block}:{repo / 'workflow'}"}
+    res = subprocess.run(
+        [sys.executable, "-m", "coolsampler.cli", "figures", "results/smoke"],
+        cwd=repo,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=840,
+        check=False,
+    )
+    out = res.stdout + res.stderr
+    assert res.returncode == 0, out[-4000:]
+    smoke = repo / "results/smoke"
+    for name in ("fig1.pdf", "fig1.png", "fig6.pdf", "table1.md", "table2.csv", "table4.tex", "claims.md"):
+        assert (smoke / name).stat().st_size > 0, name
+    assert (smoke / "report.html").stat().st_size > 10_000
+    assert "rule train:" not in out and "localrule parse:" not in out  # drawn, nothing trained or parsed
+    assert keys[0] in out  # the missing run is named
+    assert "missing" in (smoke / "logs/figure/fig1.log").read_text()
+
+
+# --------------------------------------------------------------------------------------------------
+# What a run records (run.yaml) and what decides that it trains again
+
+
+def test_run_yaml_records_the_effective_recipe_not_the_papers_defaults():
+    """A cpu smoke run: lr 1e-4 and one process; a gpu paper run: 2e-6 and 4 GPUs (issue 13, item 7)."""
+    from coolsampler.cli import overrides_for
+    from coolsampler.provenance import effective_recipe
+
+    smoke = effective_recipe(overrides_for("toy-qwen2/arith/N4_lr1e-4_tis_Tb1_Tl1_s1", REPO / "config/config.yaml"))
+    assert smoke["lr"] == 1e-4 and smoke["gpus_per_run"] == 1 and smoke["prompts_per_step"] == 8
+    assert smoke["tis_cap"] == 2.0 and smoke["max_response_length"] == 8 and smoke["steps"] == 64
+    key = "qwen2.5-math-1.5b/gsm8k/N64_lr2e-6_none_Tb1_Tl1_s1"
+    paper = effective_recipe(overrides_for(key, REPO / "config/paper.yaml", "gpu"))
+    assert paper["lr"] == 2e-6 and paper["gpus_per_run"] == 4 and paper["tis_cap"] is None
+
+
+def test_run_record_holds_commit_dirty_flag_and_versions(tmp_path):
+    record = run_record(
+        study="s",
+        settings={"N": 4},
+        source="x",
+        overrides=["actor_rollout_ref.actor.optim.lr=1e-06", "trainer.n_gpus_per_node=4", "trainer.nnodes=1"],
+        platform="gpu",
+        verl="0.9.1+coolsampler.abc",
+        image=None,
+        env={"A": "1"},
+        cwd=tmp_path,  # not a git tree
+    )
+    assert record["recipe"]["lr"] == 1e-6 and record["recipe"]["gpus_per_run"] == 4
+    assert record["repository"] == {"commit": "unknown", "dirty": "unknown"}
+    assert set(record["packages"]) == {"verl", "vllm", "torch", "transformers", "coolsampler"}
+    assert record["packages"]["coolsampler"]  # installed (editable) in the test environment
+    assert list(record)[:6] == ["study", "settings", "source", "recipe", "platform", "verl"]
+    yaml.safe_dump(record)  # plain data
+
+
+def test_figures_stamp_the_commit_of_the_code_that_drew_them(tmp_path):
+    """Run from inside another git repository, the stamp is still this package's tree's commit."""
+    other = tmp_path / "other"
+    other.mkdir()
+    _git(other, "init", "-q")
+    (other / "f").write_text("x")
+    _git(other, "add", "f")
+    _git(other, "commit", "-qm", "other")
+    code = "from coolsampler.provenance import Provenance; print(Provenance.here('s').revision)"
+    env = {**os.environ, "PYTHONPATH": str(REPO / "workflow")}
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=other, env=env, capture_output=True, text=True, check=True
+    ).stdout.strip()
+    head = _git(REPO, "rev-parse", "--short", "HEAD").strip()
+    dirty = bool(_git(REPO, "status", "--porcelain", "--untracked-files=no").strip())
+    assert out == head + ("+dirty" if dirty else "")
+    assert _git(other, "rev-parse", "--short", "HEAD").strip() not in out
+
+
+def test_training_key_follows_training_code_content_only(tmp_path):
+    def key(repo: Path) -> str:
+        return training_key(verl="v", recipe={"lr": 1}, platform="cpu", code=file_digests(repo, code_files(repo)))[
+            "key"
+        ]
+
+    a = committed_copy(tmp_path / "a")
+    b = tmp_path / "b"
+    shutil.copytree(a, b, copy_function=shutil.copyfile)  # elsewhere, new file times
+    assert key(a) == key(b)
+    (b / "workflow/coolsampler/plotting.py").write_text("# analysis code is not training code\n")
+    assert key(a) == key(b)
+    (b / "workflow/coolsampler/worker/losses.py").write_text("# training code\n")
+    assert key(a) != key(b)
+    assert "workflow/coolsampler/worker/losses.py" in code_files(b)

@@ -7,6 +7,8 @@
         one verl JSONL log -> a summary, or the metrics table rule parse writes
     coolsampler analyze PATH... [--N N]
         the paper's per-run numbers (degradation events, Table-1 summary) for logs or tables
+    coolsampler figures RESULTS_DIR [--study FILE] [--cores N] [-n]
+        every figure, table, claims.md and report.html from existing run directories; never trains
 
 Light: none of these imports verl, vLLM or torch, so they run on a laptop with the core install.
 """
@@ -119,6 +121,9 @@ def build_parser() -> argparse.ArgumentParser:
     from coolsampler.claims_cli import add_parser as add_claims_parser  # claims PATH... (issue 12)
 
     add_claims_parser(sub)
+    from coolsampler.figures_cli import add_parser as add_figures_parser  # figures RESULTS_DIR (issue 13)
+
+    add_figures_parser(sub)
     return ap
 
 
