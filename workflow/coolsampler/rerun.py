@@ -165,6 +165,18 @@ def set_aside(run_dir: str | Path, key: str, record: Mapping[str, Any]) -> dict[
     return info
 
 
+def supersede_job(marker: str | Path, key: str, record: Mapping[str, Any], log: str | Path) -> None:
+    """Rule ``supersede``: ``set_aside`` the run directory holding ``marker``, and log what it did."""
+    info = set_aside(Path(marker).parent, key, record)
+    Path(log).write_text(json.dumps(info, indent=1, sort_keys=True) + "\n")
+
+
+def write_digests(path: str | Path, digests: Mapping[str, str], log: str | Path) -> None:
+    """Rule ``image_inputs``: the content-addressed record of what the image is built from."""
+    Path(path).write_text(json.dumps(dict(digests), indent=1, sort_keys=True) + "\n")
+    Path(log).write_text(f"{len(digests)} entries -> {path}\n")
+
+
 __all__ = [
     "KEY_FIELD",
     "KEY_RE",
@@ -174,6 +186,8 @@ __all__ = [
     "file_digests",
     "recorded_key",
     "set_aside",
+    "supersede_job",
+    "write_digests",
     "key_inputs",
     "key_markers",
     "training_key",

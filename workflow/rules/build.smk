@@ -61,8 +61,7 @@ if CONTAINER.enabled:
         params:
             digests=IMAGE_INPUT_DIGESTS,
         run:
-            Path(output[0]).write_text(json.dumps(params.digests, indent=1) + "\n")
-            Path(log[0]).write_text(f"{len(params.digests)} files\n")
+            write_digests(output[0], params.digests, log[0])
 
 else:
 

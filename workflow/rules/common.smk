@@ -1,7 +1,6 @@
 # Helpers shared by the rules: which study a result root belongs to, a run's inputs, the study's
 # outputs. The path scheme itself is coolsampler.paths; the platform (environment, overrides,
 # resources, container use) is coolsampler.platform; the rehearsal is coolsampler.rehearsal.
-import json
 import re
 import subprocess
 import sys
@@ -83,7 +82,7 @@ VERL_WHEEL = f"{LAYOUT.build}/verl-{VERL_LOCAL_VERSION}-py3-none-any.whl"
 # and records this digest in its run.yaml; the cpu platform (smoke study, rehearsal) never uses it. A
 # local rule: building needs the network and, for Apptainer, usually a login node that allows it.
 from coolsampler.container import ContainerError, ContainerSpec, image_sources
-from coolsampler.rerun import digest_of, file_digests
+from coolsampler.rerun import digest_of, file_digests, write_digests
 
 try:
     CONTAINER = ContainerSpec.from_config(config)
@@ -129,14 +128,14 @@ def container_params(wildcards):
 # and a branch switch: a run's settings are its key; the wheel's name carries the patch hash; the
 # training key (training-side code, the study's recipe, the platform) is recorded in run.yaml and a
 # run recording another one gets the inputs key-changed-<key>.json (written now) and
-# set-aside-<key>.json (rule supersede). Every other input of rule train is ancient(): present is
-# enough. Snakemake's script-mtime trigger is off for the same reason (profiles/default).
+# set-aside-<key>.json (made by the supersede rule). Every other input of training is ancient(),
+# present is enough. Snakemake's script-mtime trigger is off for the same reason (profiles/default).
 from coolsampler.rerun import (
     KEY_RE,
     KeyRecord,
     code_files,
     key_inputs,
-    set_aside,
+    supersede_job,
     training_key,
 )
 
@@ -154,7 +153,7 @@ TRAINING_KEYS = {
 }
 
 # ANALYSIS_ONLY (Snakefile, --config analysis_only=true): draw every figure, table and report from
-# the run directories that exist; rule train is not defined, so no training job can be planned, and
+# the run directories that exist. The train rule is not defined, so no training job can be planned;
 # the runs without train.jsonl and run.yaml are listed here and drawn as missing.
 
 
@@ -260,9 +259,8 @@ def target_runs(wildcards):
 def target_inputs(wildcards):
     layout = root_of(wildcards).layout
     keys = sorted({r.key for runs in target_runs(wildcards).values() for r in runs})
-    if (
-        ANALYSIS_ONLY
-    ):  # the runs that exist; the others are drawn as missing (target_panels)
+    # analysis_only: the runs that exist; the others are drawn as missing (target_panels)
+    if ANALYSIS_ONLY:
         keys = [k for k in keys if trained(layout, k)]
     return {
         "metrics": [layout.run_file(k, "metrics.parquet") for k in keys],

@@ -56,8 +56,7 @@ rule supersede:
     params:
         record=lambda wc: dict(TRAINING_KEYS[wc.root]),
     run:
-        info = set_aside(Path(output[0]).parent, wildcards.tkey, params.record)
-        Path(log[0]).write_text(f"{info}\n")
+        supersede_job(output[0], wildcards.tkey, params.record, log[0])
 
 
 rule parse:
