@@ -121,15 +121,16 @@ def key_inputs(run_dir: str | Path, key: str) -> tuple[dict[str, str], bool]:
     Snakemake reruns a job whose outputs exist only for an input newer than them (or a change its
     metadata records, which may be gone): so when run.yaml records another key, a note
     ``key-changed-<key>.json`` is written now (also by a dry run) and is such an input, together with
-    ``set-aside-<key>.json`` (rule ``supersede``). Both stay inputs while the note exists, so the
-    job's inputs do not change after it trained (metadata, where present, agrees); the caller marks
-    them ancient() when ``changed`` is False.
+    ``set-aside-<key>.json`` (rule ``supersede``); the note is rewritten at each DAG build until the
+    run has trained, so it is newer than the run's outputs however they were copied. Both stay inputs
+    while the note exists, so the job's inputs do not change after it trained (metadata, where
+    present, agrees); the caller marks them ancient() when ``changed`` is False.
     """
     markers = key_markers(run_dir, key)
     old = recorded_key(Path(run_dir) / "run.yaml")
     changed = old is not None and old != key
     note = Path(markers["changed"])
-    if changed and not note.exists():
+    if changed:  # (re)written at every DAG build until the run trained: always newer than its outputs
         note.write_text(json.dumps({"from": old, "to": key}, sort_keys=True) + "\n")
     if changed or note.exists():
         return markers, changed
