@@ -179,17 +179,43 @@ def test_changed_training_code_trains_every_run_again_from_step_0(origin, tmp_pa
     jobs = planned(res.stdout)
     assert jobs.get("train") == len(keys) and jobs.get("supersede") == len(keys), jobs
     assert "verl_wheel" not in jobs
-    # the stale checkpoints are set aside before training, so no run resumes another code's state
+    # One run through real Snakemake jobs, verl replaced by a stand-in that writes run.yaml as rule
+    # train does (coolsampler.provenance.run_record with the rule's training_key): the stale
+    # checkpoints are set aside first (no resume from another code's state), the new key is
+    # recorded, and then nothing is left to do.
+    (work / "workflow/scripts/train.py").write_text(STAND_IN_TRAIN)
     run_dir = work / "results/smoke/runs" / keys[0]
-    (target,) = [t for t in _supersede_targets(res.stdout) if t.startswith(str(run_dir.relative_to(work)))]
-    res = _snakemake(work, "--cores", "1", "--allowed-rules", "supersede", "--", target)
+    target = f"results/smoke/runs/{keys[0]}/run.yaml"
+    res = _snakemake(work, "--cores", "1", "--", target)
     assert res.returncode == 0, res.stderr[-3000:]
     assert not (run_dir / "checkpoints").exists()
     assert list((run_dir / "superseded").glob("*/checkpoints/latest_checkpointed_iteration.txt"))
+    record = yaml.safe_load((run_dir / "run.yaml").read_text())
+    assert record["training_key"]["key"] != yaml.safe_load((src / target).read_text())["training_key"]["key"]
+    assert record["repository"]["commit"] == _git(work, "rev-parse", "--short", "HEAD").strip()
+    assert record["repository"]["dirty"] is True  # rewards.py and train.py differ from HEAD
+    for meta in (False, True):  # with the metadata this run left, and without any
+        if not meta:
+            shutil.rmtree(work / ".snakemake")
+        res = _snakemake(work, "-n", "--", target)
+        assert planned(res.stdout) == {}, res.stdout[-3000:]
 
 
-def _supersede_targets(dry_run: str) -> list[str]:
-    return re.findall(r"output: (\S+/set-aside-[0-9a-f]+\.json)", dry_run)
+STAND_IN_TRAIN = """
+from pathlib import Path
+import yaml
+from coolsampler.provenance import run_record
+
+smk = snakemake  # noqa: F821
+run = smk.params.run
+Path(smk.output.jsonl).write_text('{"step": 1}\\n')
+record = run_record(
+    study=smk.params.study, settings=run.settings(), source=run.source, overrides=[],
+    platform=smk.params.platform, verl="stand-in", image=None, env={},
+    training_key=smk.params.training_key,
+)
+Path(smk.output.settings).write_text(yaml.safe_dump(record, sort_keys=False))
+"""
 
 
 def test_analysis_code_plans_no_training(origin, tmp_path):
