@@ -371,3 +371,13 @@ def test_training_key_follows_training_code_content_only(tmp_path):
     (b / "workflow/coolsampler/worker/losses.py").write_text("# training code\n")
     assert key(a) != key(b)
     assert "workflow/coolsampler/worker/losses.py" in code_files(b)
+
+
+def test_results_without_the_wheel_train_nothing(origin, tmp_path):
+    """The wheel is content-addressed and ancient: absent (results/build not copied), it is rebuilt
+    only when a job needs it, and it does not make a finished run train again."""
+    src, _keys = origin
+    work = clone_with_results(src, tmp_path / "clone", keep_times=True, metadata=True)
+    shutil.rmtree(work / "results/build")
+    jobs = planned(_snakemake(work, "-n").stdout)
+    assert "train" not in jobs and "verl_wheel" not in jobs, jobs
