@@ -8,19 +8,25 @@ Result-path scheme (coolsampler.paths owns it; R = the study's `results:`, the p
 smoke study's `results/smoke`; S = `results`, shared by every study; D = `data_dir`, default S/data):
 
     S/build/verl-0.9.1+coolsampler.<patch-hash>-py3-none-any.whl     patched verl (rule verl_wheel)
+    S/build/image.digest, image-inputs.<hash>.json                     the image's id, its sources' content (rules image,
+                                                                       image_inputs; with a container engine)
     D/<task>/<split>.parquet (+ .manifest.json)                        prepared data (rules prepare_*, toy_data)
     D/rehearsal/<task>/<split>.parquet                                 the rehearsal's toy data (rule rehearsal_data)
     S/models/toy-qwen2[-rehearsal]/                                    generated models (rules toy_model, rehearsal_model)
     R/runs/<model>/<task>/<settings>/                                  one training run; <model>/<task>/<settings>
                                                                        is its run key (coolsampler.study), e.g.
                                                                        qwen2.5-math-1.5b/gsm8k/N192_lr2e-6_tis_Tb0.8_Tl1_s43
-        run.yaml            every setting, the resolved recipe, verl's overrides and environment (rule train)
+        run.yaml            every setting, the effective recipe, commit, package versions, training key,
+                            verl's overrides and environment (rule train; coolsampler.provenance.run_record)
         train.jsonl         verl's `file` logger, one line per step (rule train)
         train.log           verl's console, with progress lines (step k/T, ETA)
         train.benchmark.tsv wall time and memory of the job
         checkpoints/        verl's newest checkpoint (+ the stale sampler's snapshot): what a resume starts from
         metrics.parquet     one row per step, schema coolsampler.metrics_schema (rule parse)
         status.json         whether the log is whole, and what is missing
+        key-changed-<k>.json, set-aside-<k>.json, superseded/<old k>/
+                            a run whose training key changed to <k>, and its set-aside checkpoints
+                            (coolsampler.rerun; rule supersede)
     R/fig<1-8>.pdf|.png                                                figures (rule figure)
     R/table<1-4>.csv|.tex|.md                                          tables (rule table)
     R/logs/<rule>/...                                                  logs of the analysis rules
@@ -47,6 +53,9 @@ from coolsampler.study import KEY_WILDCARD_RE, StudyError, study_from_dict
 if "name" not in config and "runs" not in config:
     for k, v in yaml.safe_load(Path("config/config.yaml").read_text()).items():
         config.setdefault(k, v)
+# analysis_only=true, a switch of this invocation and not of the study: draw from the runs that exist,
+# never train (workflow/rules/common.smk; `coolsampler figures RESULTS_DIR` sets it)
+ANALYSIS_ONLY = str(config.pop("analysis_only", False)).lower() in ("true", "1", "yes")
 try:
     STUDY = study_from_dict(config, origin=config.get("name", "study"))
 except StudyError as err:

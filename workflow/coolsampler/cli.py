@@ -10,6 +10,8 @@
     coolsampler runs|status|plan [--study FILE] ...
         a study's run keys, where each run stands, what the study costs (coolsampler.study_cli)
     coolsampler --version
+    coolsampler figures RESULTS_DIR [--study FILE] [--cores N] [-n]
+        every figure, table, claims.md and report.html from existing run directories; never trains
 
 Light: none of these imports verl, vLLM or torch, so they run on a laptop with the core install.
 """
@@ -174,6 +176,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_study_parsers(sub)
     ap.add_argument("--version", action=_VersionAction, help="print the package's and the patched verl's version")
+    from coolsampler.figures_cli import add_parser as add_figures_parser  # figures RESULTS_DIR (issue 13)
+
+    add_figures_parser(sub)
     return ap
 
 

@@ -5,7 +5,12 @@
 
 rule verl_wheel:
     input:
-        patches=sorted(Path(workflow.basedir, "patches/verl").glob("*.patch")),
+        # ancient: the output's name carries the patches' hash, so a changed patch is a new wheel,
+        # and a clone (new file times) rebuilds nothing
+        patches=[
+            ancient(p)
+            for p in sorted(Path(workflow.basedir, "patches/verl").glob("*.patch"))
+        ],
     output:
         VERL_WHEEL,
     log:
@@ -25,8 +30,11 @@ if CONTAINER.enabled:
         input:
             # the engine's definition, install.sh, check_image.py, the lock, pyproject.toml and the
             # package files training imports (common.smk: IMAGE_SOURCES, derived from the imports)
-            sources=IMAGE_SOURCES,
-            wheel=VERL_WHEEL,
+            # ancient (a clone's new file times rebuild nothing): a change of their content is a
+            # new image-inputs.<hash>.json (rule image_inputs), a change of a patch a new wheel
+            sources=[ancient(f) for f in IMAGE_SOURCES],
+            wheel=ancient(VERL_WHEEL),
+            key=ancient(IMAGE_INPUTS),
         output:
             digest=IMAGE_DIGEST,
             sif=[CONTAINER.image] if CONTAINER.engine == "apptainer" else [],
@@ -42,6 +50,18 @@ if CONTAINER.enabled:
         shell:
             "{params.python} {params.script} --engine {params.engine}"
             " --image {params.image:q} --verl-version {params.version} --digest-out {output.digest} > {log} 2>&1"
+
+    # The content of what the image is built from, in a file whose name is its hash (coolsampler.rerun).
+    rule image_inputs:
+        output:
+            IMAGE_INPUTS,
+        log:
+            f"{LAYOUT.build}/logs/image_inputs.log",
+        localrule: True
+        params:
+            digests=IMAGE_INPUT_DIGESTS,
+        run:
+            write_digests(output[0], params.digests, log[0])
 
 else:
 

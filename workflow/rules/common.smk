@@ -82,6 +82,7 @@ VERL_WHEEL = f"{LAYOUT.build}/verl-{VERL_LOCAL_VERSION}-py3-none-any.whl"
 # and records this digest in its run.yaml; the cpu platform (smoke study, rehearsal) never uses it. A
 # local rule: building needs the network and, for Apptainer, usually a login node that allows it.
 from coolsampler.container import ContainerError, ContainerSpec, image_sources
+from coolsampler.rerun import digest_of, file_digests, write_digests
 
 try:
     CONTAINER = ContainerSpec.from_config(config)
@@ -100,6 +101,19 @@ IMAGE_SOURCES = [
 ]
 
 
+# Their content, in the name of a file rule image depends on (content-addressed, coolsampler.rerun).
+IMAGE_INPUT_DIGESTS = {
+    "verl": VERL_LOCAL_VERSION,
+    **file_digests(
+        workflow.basedir,
+        image_sources(
+            workflow.basedir, CONTAINER.engine if CONTAINER.enabled else None
+        ),
+    ),
+}
+IMAGE_INPUTS = f"{LAYOUT.build}/image-inputs.{digest_of(IMAGE_INPUT_DIGESTS)}.json"
+
+
 def in_container(platform):
     return CONTAINER.enabled and platform.uses_container
 
@@ -109,16 +123,82 @@ def container_params(wildcards):
     return CONTAINER.as_dict() if in_container(root_of(wildcards).platform) else {}
 
 
+# ---- when a run trains again (coolsampler.rerun) ---------------------------------------------
+# By content, never by file times or .snakemake metadata, so that results survive a clone, a copy
+# and a branch switch: a run's settings are its key; the wheel's name carries the patch hash; the
+# training key (training-side code, the study's recipe, the platform) is recorded in run.yaml and a
+# run recording another one gets the inputs key-changed-<key>.json (written now) and
+# set-aside-<key>.json (made by the supersede rule). Every other input of training is ancient(),
+# present is enough. Snakemake's script-mtime trigger is off for the same reason (profiles/default).
+from coolsampler.rerun import (
+    KEY_RE,
+    KeyRecord,
+    code_files,
+    key_inputs,
+    supersede_job,
+    training_key,
+)
+
+# the training-side code: what the image is built from, for every engine (coolsampler.container), so
+# that moving a study between Docker and Apptainer changes no key
+TRAIN_CODE = file_digests(workflow.basedir, code_files(workflow.basedir))
+TRAINING_KEYS = {
+    r: training_key(
+        verl=VERL_LOCAL_VERSION,
+        recipe=x.study.recipe,
+        platform=x.platform.name,
+        code=TRAIN_CODE,
+    )
+    for r, x in ROOTS.items()
+}
+
+# ANALYSIS_ONLY (Snakefile, --config analysis_only=true): draw every figure, table and report from
+# the run directories that exist. The train rule is not defined, so no training job can be planned;
+# the runs without train.jsonl and run.yaml are listed here and drawn as missing.
+
+
+def trained(layout, key):
+    """A run whose training outputs exist (what rule parse reads)."""
+    return all(
+        Path(layout.run_file(key, f)).exists() for f in ("train.jsonl", "run.yaml")
+    )
+
+
+if ANALYSIS_ONLY:
+    for _r, _x in ROOTS.items():
+        _missing = [r.key for r in _x.study.runs if not trained(_x.layout, r.key)]
+        if _missing:
+            print(
+                f"analysis_only: {len(_missing)} of {len(_x.study.runs)} runs of study "
+                f"{_x.study.name} have no train.jsonl + run.yaml under {_r}/runs (not trained, "
+                "drawn as missing):\n  " + "\n  ".join(_missing),
+                file=sys.stderr,
+            )
+
+
 # ---- training (rules train, parse) ----------------------------------------------------------
 def train_inputs(wildcards):
     root, run = root_of(wildcards), run_of(wildcards)
-    inputs = {"wheel": VERL_WHEEL, **root.layout.data_files(run.task)}
+    inputs = {
+        "wheel": ancient(VERL_WHEEL),
+        **{k: ancient(v) for k, v in root.layout.data_files(run.task).items()},
+    }
     if in_container(root.platform):
-        inputs["image"] = IMAGE_DIGEST
+        inputs["image"] = ancient(IMAGE_DIGEST)
     weights = root.layout.model_weights(run.model)
     if weights:
-        inputs["model"] = weights
+        inputs["model"] = ancient(weights)
+    markers, changed = key_inputs(
+        root.layout.run_dir(run.key), TRAINING_KEYS[wildcards.root]["key"]
+    )
+    for name, path in markers.items():
+        inputs[name] = path if changed else ancient(path)
     return inputs
+
+
+def training_key_of(wildcards):
+    """The root's training key, for run.yaml (KeyRecord: not recorded as a Snakemake param)."""
+    return KeyRecord(TRAINING_KEYS[wildcards.root])
 
 
 def train_paths(wildcards):
@@ -154,7 +234,13 @@ ANALYSIS_CODE = [
         "writers",
         "targets",
     )
-]
+] + [f"{workflow.basedir}/workflow/scripts/{s}.py" for s in ("figure", "table")]
+
+
+PARSE_CODE = [
+    f"{workflow.basedir}/workflow/coolsampler/{m}.py"
+    for m in ("metrics", "metrics_schema")
+] + [f"{workflow.basedir}/workflow/scripts/parse.py"]
 
 
 def target_runs(wildcards):
@@ -173,6 +259,9 @@ def target_runs(wildcards):
 def target_inputs(wildcards):
     layout = root_of(wildcards).layout
     keys = sorted({r.key for runs in target_runs(wildcards).values() for r in runs})
+    # analysis_only: the runs that exist; the others are drawn as missing (target_panels)
+    if ANALYSIS_ONLY:
+        keys = [k for k in keys if trained(layout, k)]
     return {
         "metrics": [layout.run_file(k, "metrics.parquet") for k in keys],
         "status": [layout.run_file(k, "status.json") for k in keys],

@@ -4,42 +4,67 @@
 # per run; on CPU two runs share the 2 cores (each waits on its own processes much of a step).
 
 
-rule train:
-    input:
-        unpack(train_inputs),
+# Training: every input is ancient() and content-addressed (common.smk, coolsampler.rerun): a run trains
+# again only when its patches, training-side code, recipe or platform change, never because of file
+# times or missing .snakemake metadata. Under analysis_only=true rule train does not exist.
+if not ANALYSIS_ONLY:
+
+    rule train:
+        input:
+            unpack(train_inputs),
+        output:
+            jsonl="{root}/runs/{key}/train.jsonl",
+            settings="{root}/runs/{key}/run.yaml",
+        log:
+            "{root}/runs/{key}/train.log",
+        benchmark:
+            "{root}/runs/{key}/train.benchmark.tsv"
+        threads: platform_attr("threads")
+        resources:
+            gpu=platform_attr("gpus_per_run"),
+            runtime=platform_attr("runtime_min"),
+            mem_mb=platform_attr("mem_mb"),
+            cpus_per_task=platform_attr("threads"),
+        params:
+            run=run_of,
+            paths=train_paths,
+            platform=lambda wc: root_of(wc).platform.name,
+            recipe=lambda wc: root_of(wc).study.recipe,
+            study=lambda wc: root_of(wc).study.name,
+            # below the SLURM runtime: the watchdog, not the scheduler, says why a run stopped
+            timeout_min=train_limit("timeout_min"),
+            stall_min=train_limit("stall_min"),
+            stall_retries=config.get("stall_retries", 1),
+            # {engine, image} to run verl in the image, {} to run it directly
+            container=container_params,
+            # what decides whether it trains again, recorded in run.yaml (coolsampler.rerun)
+            training_key=training_key_of,
+        script:
+            "../scripts/train.py"
+
+
+# A run whose run.yaml records another training key: its checkpoints and per-attempt logs (what a
+# restarted job resumes from) are set aside under superseded/<old key>/, so it trains from step 0.
+rule supersede:
     output:
-        jsonl="{root}/runs/{key}/train.jsonl",
-        settings="{root}/runs/{key}/run.yaml",
+        "{root}/runs/{key}/set-aside-{tkey}.json",
     log:
-        "{root}/runs/{key}/train.log",
-    benchmark:
-        "{root}/runs/{key}/train.benchmark.tsv"
-    threads: platform_attr("threads")
-    resources:
-        gpu=platform_attr("gpus_per_run"),
-        runtime=platform_attr("runtime_min"),
-        mem_mb=platform_attr("mem_mb"),
-        cpus_per_task=platform_attr("threads"),
+        "{root}/logs/supersede/{key}/{tkey}.log",
+    wildcard_constraints:
+        tkey=KEY_RE,
+    localrule: True
     params:
-        run=run_of,
-        paths=train_paths,
-        platform=lambda wc: root_of(wc).platform.name,
-        recipe=lambda wc: root_of(wc).study.recipe,
-        study=lambda wc: root_of(wc).study.name,
-        # below the SLURM runtime: the watchdog, not the scheduler, says why a run stopped
-        timeout_min=train_limit("timeout_min"),
-        stall_min=train_limit("stall_min"),
-        stall_retries=config.get("stall_retries", 1),
-        # {engine, image} to run verl in the image, {} to run it directly
-        container=container_params,
-    script:
-        "../scripts/train.py"
+        record=lambda wc: dict(TRAINING_KEYS[wc.root]),
+    run:
+        supersede_job(output[0], wildcards.tkey, params.record, log[0])
 
 
 rule parse:
     input:
         jsonl="{root}/runs/{key}/train.jsonl",
         settings="{root}/runs/{key}/run.yaml",  # the configured max response length (clip fraction)
+        # its code, compared by content where metadata exists (the script-mtime trigger is off)
+        code=PARSE_CODE,
     output:
         metrics="{root}/runs/{key}/metrics.parquet",
         status="{root}/runs/{key}/status.json",
