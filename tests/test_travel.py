@@ -368,6 +368,14 @@ def test_training_key_follows_training_code_content_only(tmp_path):
     assert key(a) == key(b)
     (b / "workflow/coolsampler/plotting.py").write_text("# analysis code is not training code\n")
     assert key(a) == key(b)
+    pyproject = b / "pyproject.toml"
+    text = pyproject.read_text()
+    pyproject.write_text(text + "\n[tool.coolsampler-test]\nx = 1\n")  # a tool setting: not training code
+    assert key(a) == key(b)
+    pyproject.write_text(text.replace("dependencies = [", 'dependencies = [\n  "left-pad",', 1))
+    assert key(a) != key(b)  # the package's requirements are
+    pyproject.write_text(text)
+    assert key(a) == key(b)
     (b / "workflow/coolsampler/worker/losses.py").write_text("# training code\n")
     assert key(a) != key(b)
     assert "workflow/coolsampler/worker/losses.py" in code_files(b)

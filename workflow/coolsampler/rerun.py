@@ -37,10 +37,21 @@ SUPERSEDED_DIR = "superseded"
 STALE_STATE = ("checkpoints", "attempts")
 
 
+def _content(path: Path) -> bytes:
+    """What of a file can change a run's result. All of it, except ``pyproject.toml``, of which only the
+    package's own table counts (its name, version and dependencies): its tool settings (pytest, ruff)
+    are not training code, and editing them must not retrain every run."""
+    if path.name == "pyproject.toml":
+        import tomllib
+
+        return json.dumps(tomllib.loads(path.read_text()).get("project", {}), sort_keys=True).encode()
+    return path.read_bytes()
+
+
 def file_digests(repo: str | Path, files: Iterable[str]) -> dict[str, str]:
     """Repository-relative path -> sha256 of its content (the files' times play no part)."""
     repo = Path(repo)
-    return {f: hashlib.sha256((repo / f).read_bytes()).hexdigest() for f in sorted(files)}
+    return {f: hashlib.sha256(_content(repo / f)).hexdigest() for f in sorted(files)}
 
 
 def code_files(repo: str | Path, engine: str | None = None) -> list[str]:

@@ -11,6 +11,7 @@ import os
 import signal
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -26,8 +27,9 @@ from coolsampler.container import (  # issue 6: training inside the image
     verl_version_in,
 )
 from coolsampler.launch import TrainingFailed, run_verl
-from coolsampler.overrides import RunPaths, recipe_for, verl_overrides
+from coolsampler.overrides import RunPaths, verl_overrides
 from coolsampler.platform import get_platform
+from coolsampler.provenance import run_record
 from coolsampler.study import Run
 
 
@@ -81,6 +83,7 @@ def train(
     stall_retries: int = 1,
     container: ContainerSpec | None = None,
     image_digest: str | None = None,
+    training_key: Mapping[str, Any] | None = None,
 ) -> None:
     # the platform's environment: worker modules (the μ-GRPO loss) on every platform, CPU settings on cpu
     env = get_platform(platform).env()
@@ -103,21 +106,21 @@ def train(
     settings_out.parent.mkdir(parents=True, exist_ok=True)
     # Written when the run has finished: a killed job must leave no declared output behind, so that
     # rerunning Snakemake simply resumes it (from verl's checkpoint and the per-attempt logs).
-    settings_text = (
-        yaml.safe_dump(
-            {
-                "study": study,
-                "settings": run.settings(),
-                "source": run.source,
-                "recipe": recipe_for(run, recipe),
-                "platform": platform,
-                "verl": verl_version,
-                "image": None if prefix is None else {**container.as_dict(), "digest": image_digest},
-                "overrides": overrides,
-                "env": env,
-            },
-            sort_keys=False,
-        )
+    # the effective recipe (read back from these overrides), the repository commit and the package
+    # versions (coolsampler.provenance), and the training key that decides reruns (coolsampler.rerun)
+    settings_text = yaml.safe_dump(
+        run_record(
+            study=study,
+            settings=run.settings(),
+            source=run.source,
+            overrides=overrides,
+            platform=platform,
+            verl=verl_version,
+            image=None if prefix is None else {**container.as_dict(), "digest": image_digest},
+            env=env,
+            training_key=training_key,
+        ),
+        sort_keys=False,
     )
     t0 = time.time()
 
@@ -181,6 +184,7 @@ def train_from_snakemake(smk: Any) -> None:
             # issue 6: rule train passes these only when container.engine is not none
             container=ContainerSpec(**smk.params.container) if smk.params.get("container") else None,
             image_digest=read_digest(smk.input.image) if smk.input.get("image") else None,
+            training_key=smk.params.get("training_key"),  # issue 13: coolsampler.rerun
         )
     except TrainingFailed as e:
         # the job's log says why (coolsampler status reads it): also failures before verl started
