@@ -24,16 +24,20 @@ rule claims:
     input:
         unpack(lambda wc: CLAIMS_PLAN.inputs(CLAIMS_FILE, CLAIMS_CODE)),
     output:
-        md=report(f"{R}/claims.md", category="Claims", labels={"report": "claims"}),
-        csv=report(
-            f"{R}/claims.csv", category="Claims", labels={"report": "claims (csv)"}
+        md=report(
+            f"{R}/claims.md",
+            caption="../report/claims.rst",
+            category="Claims",
+            labels={"report": "claims"},
         ),
-        budget_md=f"{R}/staleness_budget.md",
-        budget_csv=report(
-            f"{R}/staleness_budget.csv",
+        csv=f"{R}/claims.csv",
+        budget_md=report(
+            f"{R}/staleness_budget.md",
+            caption="../report/staleness_budget.rst",
             category="Claims",
             labels={"report": "staleness budget"},
         ),
+        budget_csv=f"{R}/staleness_budget.csv",
     log:
         f"{R}/logs/claims/claims.log",
     localrule: True
@@ -68,6 +72,7 @@ if REHEARSAL_ROOT is not None:
         output:
             md=report(
                 f"{REHEARSAL_ROOT}/claims.md",
+                caption="../report/claims.rst",
                 category="Claims",
                 labels={"report": "rehearsal claims"},
             ),
