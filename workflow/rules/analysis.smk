@@ -5,17 +5,6 @@ from coolsampler.report import run_labels, selection_texts, target_caption
 from coolsampler.targets import TARGETS, target_options
 
 
-def run_curve_targets(root=R):
-    """Every run's curves.png (the report's Runs category)."""
-    x = ROOTS[root]
-    return [x.layout.run_file(r.key, "curves.png") for r in x.study.runs]
-
-
-def target_selection(wc):
-    """Panel -> the study's settings filter (printed under the figure)."""
-    return panel_filters(root_of(wc).study.figures.get(wc.target, {}))
-
-
 rule figure:
     input:
         unpack(target_inputs),

@@ -195,6 +195,18 @@ def target_panels(wildcards):
     }
 
 
+# ---- the report (rule run_curves, captions in workflow/report) ----------------------------------
+def run_curve_targets(root=R):
+    """Every run's curves.png (the report's Runs category)."""
+    x = ROOTS[root]
+    return [x.layout.run_file(r.key, "curves.png") for r in x.study.runs]
+
+
+def target_selection(wc):
+    """Panel -> the study's settings filter (printed under the figure)."""
+    return panel_filters(root_of(wc).study.figures.get(wc.target, {}))
+
+
 # ---- the rehearsal (rule rehearsal) ---------------------------------------------------------
 def rehearsal_inputs(wildcards):
     if REHEARSAL_ROOT is None:
