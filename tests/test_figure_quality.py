@@ -180,3 +180,42 @@ def test_tables_are_written_as_html_with_rounded_numbers(smoke: Any, tmp_path: P
     raw = f"{data['whole_mean'].iloc[0]!r}"  # the CSV's unrounded float
     assert len(raw) > 6 and raw not in html
     assert f"{data['whole_mean'].iloc[0]:.3f}" in html
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_snakemake_report_from_existing_runs(tmp_path: Path) -> None:
+    """The HTML report of a small study drawn from run directories alone (no training: only the
+    figure, table and run_curves rules may run): categories, captions, tables as tables, per-run
+    curves with their status. Slow (about a minute on 2 busy cores: every job starts Python)."""
+    import subprocess
+    import sys
+
+    files = subprocess.run(["git", "ls-files"], cwd=REPO, capture_output=True, text=True, check=True).stdout
+    for rel in filter(None, files.split("\n")):
+        if (REPO / rel).is_file():
+            (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+            (tmp_path / rel).write_bytes((REPO / rel).read_bytes())
+    raw = yaml.safe_load((REPO / "config/config.yaml").read_text())
+    raw.update(name="tinyreport", results="results/tinyreport")
+    raw["runs"] = [{"source": "report test", "N": 32, "correction": "tis", "Tb": [1.0, 0.8], "seed": 1}]
+    raw["figures"] = {"fig1": {"a": {"N": 32}, "b": {"N": 32, "seed": 1}}, "table4": {"rows": {}}}
+    (tmp_path / "tiny.yaml").write_text(yaml.safe_dump(raw))
+    write_study_results(load_study(tmp_path / "tiny.yaml", results=tmp_path / "results/tinyreport"))
+    args = [sys.executable, "-m", "snakemake", "--configfile=tiny.yaml", "--allowed-rules", "figure", "table"]
+    args += ["run_curves", "all"]
+
+    def smk(*extra: str) -> subprocess.CompletedProcess:
+        return subprocess.run([*args, *extra], cwd=tmp_path, capture_output=True, text=True, timeout=500)
+
+    res = smk("--cores", "2")
+    assert res.returncode == 0, res.stderr[-3000:]
+    res = smk("--report", "results/tinyreport/report.html")
+    assert res.returncode == 0, res.stderr[-3000:]
+    html = (tmp_path / "results/tinyreport/report.html").read_text(errors="replace")
+    for category in ('"Figures"', '"Tables"', '"Runs"'):
+        assert category in html, category
+    assert "coolsampler: study" in html  # the workflow description
+    assert "Figure 1: finite safe staleness" in html and "panel (b)" in html  # a figure's caption
+    assert "table4.html" in html and "curves.png" in html
+    assert "complete (64/64 steps)" in html and NO_IMAGE in html  # a run's labels

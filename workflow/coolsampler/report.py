@@ -147,6 +147,11 @@ def run_curves_from_files(
     run_curves(settings, load_metrics(metrics_path), load_status(status_path), [out], prov)
 
 
+def settings_text(settings: Mapping[str, Any]) -> dict[str, str]:
+    """A run's settings as the run keys write them ('1e-4', not 0.0001), for its report caption."""
+    return {k: L.value_text(v) for k, v in settings.items()}
+
+
 def selection_texts(entry: Mapping[str, Any] | None) -> dict[str, str]:
     """Panel -> its filter as one line, for a figure's report caption."""
     from coolsampler.targets import panel_filters
@@ -181,6 +186,7 @@ __all__ = [
     "run_curves_from_files",
     "run_labels",
     "selection_texts",
+    "settings_text",
     "status_text",
     "target_caption",
 ]

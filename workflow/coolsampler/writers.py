@@ -73,15 +73,20 @@ def to_markdown(display: pd.DataFrame) -> str:
 
 
 HTML_STYLE = """
-body { font-family: Helvetica, Arial, sans-serif; font-size: 14px; margin: 1em; color: #222; }
+body { font-family: Helvetica, Arial, sans-serif; font-size: 13px; margin: 1em; color: #222; }
 table { border-collapse: collapse; margin: 0.6em 0; }
-th, td { padding: 3px 10px; text-align: center; border-bottom: 1px solid #ddd; }
+th, td { padding: 3px 8px; text-align: center; border-bottom: 1px solid #ddd; white-space: nowrap; }
+td.long { white-space: normal; min-width: 16em; max-width: 30em; text-align: left; font-size: 12px; }
+div.scroll { overflow-x: auto; }
 th { border-bottom: 2px solid #444; background: #f4f4f4; }
 td:first-child, th:first-child { text-align: left; }
 tr:hover td { background: #f0f6ff; }
 p.caption { max-width: 60em; }
 p.provenance { color: #777; font-size: 12px; }
 """
+
+
+LONG_CELL = 30  # characters: a longer cell (a note) wraps, every other cell stays on one line
 
 
 def to_html(display: pd.DataFrame, *, title: str = "", caption: str = "", provenance: Provenance | None = None) -> str:
@@ -98,11 +103,14 @@ def to_html(display: pd.DataFrame, *, title: str = "", caption: str = "", proven
     if display.columns.empty:
         parts.append("<p><i>No rows.</i></p>")
     else:
-        parts.append("<table><thead><tr>" + "".join(f"<th>{esc(c)}</th>" for c in display.columns) + "</tr></thead>")
-        body = [
-            "<tr>" + "".join(f"<td>{esc(v)}</td>" for v in row) + "</tr>" for row in display.itertuples(index=False)
-        ]
-        parts.append("<tbody>" + "".join(body) + "</tbody></table>")
+        head_row = "".join(f"<th>{esc(c)}</th>" for c in display.columns)
+        parts.append(f"<div class='scroll'><table><thead><tr>{head_row}</tr></thead>")
+
+        def td(v: Any) -> str:  # numbers and short texts on one line; notes wrap
+            return f"<td class='long'>{esc(v)}</td>" if len(str(v)) > LONG_CELL else f"<td>{esc(v)}</td>"
+
+        body = ["<tr>" + "".join(td(v) for v in row) + "</tr>" for row in display.itertuples(index=False)]
+        parts.append("<tbody>" + "".join(body) + "</tbody></table></div>")
     if provenance is not None:
         parts.append(f"<p class='provenance'>{esc(provenance.footer())}</p>")
     parts.append("</body></html>")

@@ -1,7 +1,12 @@
 # Figures and tables: each target depends only on the runs its `figures:` entry selects, and on the
 # analysis code (so editing the plotting module reruns the plots, and nothing else). Helpers: common.smk.
 # The targets, their panels and options: coolsampler.targets (the one registry).
-from coolsampler.report import run_labels, selection_texts, target_caption
+from coolsampler.report import (
+    run_labels,
+    selection_texts,
+    settings_text,
+    target_caption,
+)
 from coolsampler.targets import TARGETS, target_options
 
 
@@ -90,7 +95,7 @@ rule run_curves:
     localrule: True
     params:
         study=lambda wc: root_of(wc).study.name,
-        settings=lambda wc: run_of(wc).settings(),
+        settings=lambda wc: settings_text(run_of(wc).settings()),
     script:
         "../scripts/run_curves.py"
 

@@ -153,6 +153,7 @@ ANALYSIS_CODE = [
         "provenance",
         "writers",
         "targets",
+        "report",
     )
 ]
 
