@@ -219,3 +219,11 @@ def test_snakemake_report_from_existing_runs(tmp_path: Path) -> None:
     assert "Figure 1: finite safe staleness" in html and "panel (b)" in html  # a figure's caption
     assert "table4.html" in html and "curves.png" in html
     assert "complete (64/64 steps)" in html and NO_IMAGE in html  # a run's labels
+
+
+def test_markdown_reports_become_html_tables() -> None:
+    """claims.md in the report: its pipe tables rendered as tables (rule claims_html)."""
+    from coolsampler.writers import markdown_page
+
+    page = markdown_page("# Claims\n\n| id | ours |\n|---|---|\n| a<b | 0.512 |\n", title="claims")
+    assert "<h1>Claims</h1>" in page and "<table>" in page and "<td>a&lt;b</td>" in page

@@ -117,6 +117,21 @@ def to_html(display: pd.DataFrame, *, title: str = "", caption: str = "", proven
     return "\n".join(parts) + "\n"
 
 
+def markdown_page(text: str, *, title: str = "") -> str:
+    """A Markdown report (claims.md) as a standalone HTML page, its pipe tables as tables, styled as
+    the tables are. Uses markdown-it-py where installed (it comes with rich, which Snakemake uses),
+    else shows the text as it is."""
+    try:
+        from markdown_it import MarkdownIt
+    except ImportError:  # the light analysis install: the text, readable, unrendered
+        body = f"<pre>{html.escape(text)}</pre>"
+    else:
+        body = MarkdownIt("commonmark").enable("table").render(text)
+        body = body.replace("<table>", "<div class='scroll'><table>").replace("</table>", "</table></div>")
+    head = f"<title>{html.escape(title)}</title><style>{HTML_STYLE}</style>"
+    return f"<!DOCTYPE html><html><head><meta charset='utf-8'>{head}</head><body>\n{body}</body></html>\n"
+
+
 def write_table(
     data: pd.DataFrame,
     display: pd.DataFrame,
@@ -145,4 +160,4 @@ def write_table(
             raise ValueError(f"{out}: unsupported table format {suffix!r}; allowed: {', '.join(TABLE_SUFFIXES)}")
 
 
-__all__ = ["TABLE_SUFFIXES", "latex_escape", "to_html", "to_latex", "to_markdown", "write_table"]
+__all__ = ["TABLE_SUFFIXES", "latex_escape", "markdown_page", "to_html", "to_latex", "to_markdown", "write_table"]
