@@ -28,7 +28,8 @@ smoke study's `results/smoke`; S = `results`, shared by every study; D = `data_d
                             a run whose training key changed to <k>, and its set-aside checkpoints
                             (coolsampler.rerun; rule supersede)
     R/fig<1-8>.pdf|.png                                                figures (rule figure)
-    R/table<1-4>.csv|.tex|.md                                          tables (rule table)
+    R/table<1-4>.csv|.tex|.md|.html                                    tables (rule table)
+    R/runs/<key>/curves.png                                            one run at a glance, for the report (rule run_curves)
     R/logs/<rule>/...                                                  logs of the analysis rules
     R/rehearsal/...                                                    the study's rehearsal (rule rehearsal): the
                                                                        same scheme below it, and rehearsal.md
@@ -65,6 +66,9 @@ R = str(STUDY.results)
 PLATFORM = config.get("profile", "cpu")
 
 
+report: "workflow/report/workflow.rst"
+
+
 include: "workflow/rules/common.smk"
 
 
@@ -86,3 +90,4 @@ rule all:
     default_target: True
     input:
         study_targets(),
+        run_curve_targets(),

@@ -108,6 +108,9 @@ def panel_title(letter: str, entries: Sequence[RunEntry], extra: str = "") -> st
         N = _common(entries, "N")
         if N is not None:
             parts.append(f"N={N}")
+        lr = _common(entries, "lr")
+        if lr is not None and abs(float(lr) - L.DEFAULT_LR) > 1e-12 and parts:
+            parts[-1] += f", lr {L.lr_text(lr)}"
     text = f"({letter}) " + " ".join(parts)
     return text + (f", {extra}" if extra else "") if parts or extra else f"({letter}) no runs selected"
 
@@ -125,15 +128,10 @@ def _refresh(ax: Axes, entries: Sequence[RunEntry]) -> None:
         P.refresh_lines(ax, int(N), _max_steps(entries))
 
 
-def _seed_styles(entries: Sequence[RunEntry]) -> dict[Any, str]:
-    seeds = sorted({e[0].get("seed") for e in entries}, key=lambda s: int(s or 0))
-    styles = ["-", "--", ":", "-."]
-    return {s: styles[i % len(styles)] for i, s in enumerate(seeds)}
-
-
 def default_linestyle(settings: Mapping[str, Any]) -> str:
     """Solid, except: no correction dashed; mu-GRPO with a cooled sampler dashed (Figure 4);
-    learner tied to the sampler dotted; a replicate (cut/re-run) dash-dotted."""
+    learner tied to the sampler dotted; a replicate (cut/re-run) dash-dotted. The data seed is the
+    marker (``plotting.seed_marker``), so seeds of one arm share colour and style yet stay apart."""
     if settings.get("replicate"):
         return "-."
     if settings.get("Tl") == "tied":
@@ -145,38 +143,74 @@ def default_linestyle(settings: Mapping[str, Any]) -> str:
     return "-"
 
 
+LOG_COLUMNS = ("kl", "k3_kl", "grad_norm")  # drawn on log axes: values <= 0 go on the floor, marked
+
+
+def _series(metrics: pd.DataFrame, column: str) -> tuple[np.ndarray, np.ndarray]:
+    if column == "val_acc":
+        s = validation(metrics)
+        return s.index.to_numpy(), s.to_numpy(dtype="float64")
+    y = pd.to_numeric(metrics[column], errors="coerce").to_numpy(dtype="float64")
+    return metrics["step"].to_numpy(), y
+
+
+def panel_values(entries: Sequence[RunEntry], column: str) -> list[np.ndarray]:
+    """Every value of ``column`` the panel's runs hold (for axis limits)."""
+    return [_series(m, column)[1] for _, m, _ in entries if m is not None and not m.empty and column in m.columns]
+
+
 def plot_runs(
     ax: Axes,
     entries: Sequence[RunEntry],
     column: str,
     *,
-    by_seed: bool = False,
-    label_seed: bool = False,
     correction: bool = False,
     lw: float = 1.2,
-) -> None:
+    floor: float | None = None,
+) -> int:
     """Draw ``column`` against step for every run that has metrics (validation: points joined).
 
-    ``by_seed``: line style encodes the data seed (first seed solid, second dashed, ...), as in
-    Figure 3; otherwise ``default_linestyle``. Colours always come from ``plotting.run_colour``.
+    Colour: ``plotting.run_colour``; line style: ``default_linestyle``; marker: the data seed
+    (``plotting.seed_marker``: on every validation point, on every few steps of a per-step column).
+    The legend label names the arm, not the seed (the figure legend lists the seed markers once).
+    ``floor``: a log axis's lower limit; values below it, and values <= 0, are drawn on it and
+    marked with a hollow triangle. Returns the number of values so marked.
     """
-    seed_style = _seed_styles(entries)
+    marked = 0
+    shared_lr = _common(entries, "lr")  # one lr for the whole panel: the title names it (panel_title)
     for settings, metrics, _ in entries:
         if metrics is None or metrics.empty or column not in metrics.columns:
             continue
-        if column == "val_acc":
-            s = validation(metrics)
-            x, y = s.index.to_numpy(), s.to_numpy(dtype="float64")
-        else:
-            x = metrics["step"].to_numpy()
-            y = pd.to_numeric(metrics[column], errors="coerce").to_numpy(dtype="float64")
-        if column in ("kl", "k3_kl", "grad_norm"):
-            y = np.where(y > 0, y, np.nan)  # log axes: non-positive values have no place
-        ls = default_linestyle(settings)
-        if by_seed and not settings.get("replicate"):
-            ls = seed_style[settings.get("seed")]
-        label = L.run_label(settings, seed=label_seed, correction=correction)
-        ax.plot(x, y, color=P.run_colour(settings), ls=ls, lw=lw, label=label)
+        x, y = _series(metrics, column)
+        if shared_lr is not None:  # no lr shading or lr in the legend when nothing differs by lr
+            settings = {**settings, "lr": L.DEFAULT_LR}
+        colour = P.run_colour(settings)
+        if floor is not None:
+            y, low = P.clip_to_floor(y, floor)
+            P.mark_floor(ax, x[low], floor, colour)
+            marked += int(low.sum())
+        elif column in LOG_COLUMNS:
+            y = np.where(y > 0, y, np.nan)  # a log axis without a floor: nothing to draw these on
+        marker = P.seed_marker(settings.get("seed"))
+        every: Any = None if column == "val_acc" else max(1, len(x) // 8)
+        label = L.run_label(settings, seed=False, correction=correction)
+        ax.plot(
+            x,
+            y,
+            color=colour,
+            ls=default_linestyle(settings),
+            lw=lw,
+            label=label,
+            marker=marker,
+            ms=3.0,
+            markevery=every,
+            mfc="white" if settings.get("replicate") else colour,
+        )
+    return marked
+
+
+def _seeds(entries: Sequence[RunEntry]) -> list[Any]:
+    return [e[0].get("seed") for e in entries if e[1] is not None and not e[1].empty]
 
 
 def _acc_panel(ax: Axes, entries: Sequence[RunEntry], title: str, **kw: Any) -> None:
@@ -186,7 +220,6 @@ def _acc_panel(ax: Axes, entries: Sequence[RunEntry], title: str, **kw: Any) -> 
     ax.set_xlim(0, _max_steps(entries))
     ax.set_xlabel("step")
     ax.set_title(title, fontsize=9, loc="left")
-    P.dedup_legend(ax, loc="lower right")
 
 
 def kl_estimator(options: Options | None) -> tuple[str, str]:
@@ -194,39 +227,70 @@ def kl_estimator(options: Options | None) -> tuple[str, str]:
     return L.KL_ESTIMATORS[str((options or {}).get("kl", "k1"))]
 
 
+KL_FLOOR_NOTE = "hollow triangles on the floor: values <= 0 (k1 of a batch can be negative) or below the axis floor"
+
+
 def kl_footnote(fig: Any, options: Options | None) -> None:
-    """Name the KL estimator and its verl source at the bottom left (the provenance is bottom right)."""
+    """Name the KL estimator, its verl source and the floor marker at the bottom left (the
+    provenance is bottom right)."""
     estimator = str((options or {}).get("kl", "k1"))
-    fig.text(0.01, 0.05 / fig.get_figheight(), L.KL_SOURCE_NOTE[estimator], fontsize=6, color="#666666")
+    text = f"{L.KL_SOURCE_NOTE[estimator]}; {KL_FLOOR_NOTE}"
+    fig.text(0.01, 0.05 / fig.get_figheight(), text, fontsize=6, color="#666666")
+
+
+def log_panel(ax: Axes, entries: Sequence[RunEntry], column: str, *, reference: float = 1.0, **kw: Any) -> int:
+    """A log-axis panel of ``column``: limits from ``plotting.log_limits`` (one near-zero point does
+    not stretch the axis), values <= 0 or below the floor drawn on it, marked. Returns that count."""
+    lo, hi = P.log_limits(panel_values(entries, column), reference=reference)
+    marked = plot_runs(ax, entries, column, floor=lo, **kw)
+    ax.set_yscale("log")
+    ax.set_ylim(lo, hi)
+    return marked
 
 
 def _kl_panel(ax: Axes, entries: Sequence[RunEntry], title: str, options: Options | None, **kw: Any) -> None:
     column, label = kl_estimator(options)
-    plot_runs(ax, entries, column, lw=0.8, **kw)
+    log_panel(ax, entries, column, lw=0.8, **kw)
     _refresh(ax, entries)
-    P.kl_axis(ax, label=label)
+    P.kl_axis(ax, label=label, limits=ax.get_ylim())
     ax.set_xlim(0, _max_steps(entries))
     ax.set_xlabel("step")
     ax.set_title(title, fontsize=9, loc="left")
-    P.dedup_legend(ax, loc="upper left")
 
 
-def _save(fig: Any, outputs: Sequence[str | Path], provenance: Provenance, title: str) -> None:
+def _save(
+    fig: Any, outputs: Sequence[str | Path], provenance: Provenance, title: str, entries: Sequence[RunEntry] = ()
+) -> None:
+    """One legend for the figure, outside every panel (arms, the seeds drawn, reference lines), then
+    the provenance stamp and the files."""
+    P.figure_legend(fig, fig.axes, _seeds(entries))
     P.save(fig, outputs, provenance=provenance, title=title)
+
+
+def _caption(selection: Mapping[str, Any] | None, names: Sequence[str]) -> list[str]:
+    return L.selection_lines(selection, names)
 
 
 # --------------------------------------------------------------------------------------------------
 # Figures
 
 
-def fig1(panels: Panels, provenance: Provenance, outputs: Sequence[str | Path], options: Options | None = None) -> None:
+def fig1(
+    panels: Panels,
+    provenance: Provenance,
+    outputs: Sequence[str | Path],
+    options: Options | None = None,
+    *,
+    selection: Mapping[str, Any] | None = None,
+) -> None:
     """(a) validation accuracy of panel ``a``; (b) learner-sampler KL of panel ``b`` (seed-1 runs)."""
     a, b = panels.get("a", []), panels.get("b", [])
-    fig, ax = P.new_figure(10, 3.6, L.availability_notes(_unique_entries(panels, ["a", "b"])), ncols=2)
+    both = _unique_entries(panels, ["a", "b"])
+    fig, ax = P.new_figure(10, 3.6, L.availability_notes(both), ncols=2, caption=_caption(selection, ["a", "b"]))
     _acc_panel(ax[0, 0], a, panel_title("a", a))
     _kl_panel(ax[0, 1], b, panel_title("b", b), options)
     kl_footnote(fig, options)
-    _save(fig, outputs, provenance, "Figure 1: finite safe staleness; cooling extends it")
+    _save(fig, outputs, provenance, "Figure 1: finite safe staleness; cooling extends it", both)
 
 
 def _fig2_rows(
@@ -243,7 +307,14 @@ def _fig2_rows(
 FIG2_TB = (1.0, 0.8)
 
 
-def fig2(panels: Panels, provenance: Provenance, outputs: Sequence[str | Path], options: Options | None = None) -> None:
+def fig2(
+    panels: Panels,
+    provenance: Provenance,
+    outputs: Sequence[str | Path],
+    options: Options | None = None,
+    *,
+    selection: Mapping[str, Any] | None = None,
+) -> None:
     """Uncooled vs cooled mismatch per model/task/N: (a) KL at the fixed first-cycle step with seed
     means and their ratio; (b) first step with KL > 0.1 nat, hollow where not reached before the
     first refresh (drawn at the refresh). A row holds one learning rate: runs of a second learning
@@ -274,12 +345,21 @@ def fig2(panels: Panels, provenance: Provenance, outputs: Sequence[str | Path], 
             if abs(float(e[0].get("lr", L.DEFAULT_LR)) - keep) > 1e-12:
                 notes.append(f"{L.short_key(e[0])}: not drawn (row's lr is {L.lr_text(keep)})")
         rows[key] = [e for e in rows[key] if abs(float(e[0].get("lr", L.DEFAULT_LR)) - keep) <= 1e-12]
+    at_step: dict[int, float] = {}  # id(entry) -> its KL at the row's fixed step
     for e in drawn:
         step = kl_step_for(int(e[0]["N"]))
-        if e[1] is not None and not e[1].empty and np.isnan(value_at(e[1], column, step)):
+        if e[1] is None or e[1].empty:
+            continue
+        v = value_at(e[1], column, step)
+        if np.isnan(v):
             notes.append(f"{L.short_key(e[0])}: no KL at step {step}")
+            continue
+        at_step[id(e)] = v
+        if v <= 0:
+            notes.append(f"{L.short_key(e[0])}: KL {v:.2g} <= 0 at step {step}, on the floor, not in the mean")
+    lo, hi = P.log_limits([list(at_step.values())], reference=0.0, decades=4)
     height = max(2.0, 0.45 * len(order) + 1.0)
-    fig, ax = P.new_figure(10, height, notes, ncols=2)
+    fig, ax = P.new_figure(10, height, notes, ncols=2, caption=_caption(selection, ["a"]))
     axa, axb = ax[0, 0], ax[0, 1]
     ylabels = []
     for i, key in enumerate(order):
@@ -293,18 +373,39 @@ def fig2(panels: Panels, provenance: Provenance, outputs: Sequence[str | Path], 
             runs = [e for e in rows[key] if abs(L.tb_initial(e[0]) - t) < 1e-9 and e[1] is not None]
             colour = P.FIXED_TB_COLOURS[t]
             dy = 0.12 if j == 0 else -0.12
-            kls = np.array([value_at(e[1], column, kl_step_for(N)) for e in runs], dtype="float64")
-            kls = kls[np.isfinite(kls) & (kls > 0)]
-            if kls.size:
-                axa.scatter(kls, np.full(kls.size, y + dy), s=10, color=colour, alpha=0.6, zorder=3)
-                means[t] = float(kls.mean())
-                axa.scatter([means[t]], [y + dy], s=55, color=colour, zorder=4, label=f"Tb={t:g}")
+            kls = []
+            for e in runs:  # one dot per seed, the seed's marker; <= 0 or below the floor: on it, hollow
+                v = at_step.get(id(e), np.nan)
+                if not np.isfinite(v):
+                    continue
+                below = v < lo
+                axa.scatter(
+                    [max(v, lo)],
+                    [y + dy],
+                    s=14,
+                    marker=P.FLOOR_MARKER if below else P.seed_marker(e[0].get("seed")),
+                    facecolors="none" if below else colour,
+                    edgecolors=colour,
+                    alpha=0.7,
+                    zorder=3,
+                    clip_on=False,
+                    label=P.FLOOR_LABEL if below else "_",
+                )
+                if v > 0:
+                    kls.append(v)
+            if kls:
+                means[t] = float(np.mean(kls))
+                axa.scatter([means[t]], [y + dy], s=60, marker="|", color=colour, lw=2.5, zorder=4)
+                axa.scatter([], [], s=40, marker="|", color=colour, lw=2.5, label=f"Tb={L.value_text(t)}: seed mean")
             for e in runs:
                 cross = first_crossing(e[1].set_index("step")[column], 0.1) if column in e[1].columns else None
                 reached = cross is not None and cross <= N
                 x = cross if reached else N
                 face = colour if reached else "none"
-                axb.scatter([x], [y + dy], s=28, facecolors=face, edgecolors=colour, zorder=3)
+                axb.scatter(
+                    [x], [y + dy], s=22, marker=P.seed_marker(e[0].get("seed")), facecolors=face, edgecolors=colour,
+                    zorder=3,
+                )  # fmt: skip
             axb.plot([N, N], [y - 0.3, y + 0.3], color=P.REFRESH_GREY, lw=2, zorder=1)
         if len(means) == 2:
             ratio = means[1.0] / means[0.8]
@@ -316,23 +417,44 @@ def fig2(panels: Panels, provenance: Provenance, outputs: Sequence[str | Path], 
     axa.set_yticklabels(ylabels[::-1], fontsize=7)
     axb.set_yticklabels([])  # same rows as (a); the space between the panels holds (a)'s ratios
     axa.set_xscale("log")
-    axa.set_xlabel(f"KL ({estimator}) at step 110 (60 where N=96), nats/token", fontsize=8)
-    axa.set_title("(a) first-cycle KL at a fixed step", fontsize=9, loc="left")
-    axb.set_xlabel("first step with KL > 0.1 nat (hollow: not before refresh)", fontsize=8)
+    axa.set_xlim(lo, hi)
+    axa.set_xlabel(f"KL ({estimator}) at {fig2_step_text([k[2] for k in order])}, nats/token", fontsize=8)
+    axa.set_title("(a) first-cycle KL at a fixed step (ratio Tb 1 / Tb 0.8 at right)", fontsize=9, loc="left")
+    axb.set_xlabel("first step with KL > 0.1 nat (hollow: not before the refresh, drawn at it)", fontsize=8)
     axb.set_title("(b) first crossing of 0.1 nat", fontsize=9, loc="left")
-    P.dedup_legend(axa, loc="lower right")
     kl_footnote(fig, options)
     fig.subplots_adjust(left=0.16, wspace=0.12)
-    _save(fig, outputs, provenance, "Figure 2: cooling lowers the learner-sampler mismatch")
+    _save(fig, outputs, provenance, "Figure 2: cooling lowers the learner-sampler mismatch", drawn)
 
 
-def fig3(panels: Panels, provenance: Provenance, outputs: Sequence[str | Path], options: Options | None = None) -> None:
+def fig2_step_text(Ns: Sequence[int]) -> str:
+    """Which step Figure 2a reads, derived from ``analysis.kl_step_for`` (the function that picks
+    it): 'step 32' when every row reads one step, else 'step 110 (N=144/192), step 60 (N=96)'."""
+    by_step: dict[int, list[int]] = {}
+    for N in sorted(set(int(n) for n in Ns)):
+        by_step.setdefault(kl_step_for(N), []).append(N)
+    if not by_step:
+        return "the fixed first-cycle step (no row drawn)"
+    if len(by_step) == 1:
+        return f"step {next(iter(by_step))}"
+    return ", ".join(f"step {step} (N={'/'.join(map(str, ns))})" for step, ns in sorted(by_step.items(), reverse=True))
+
+
+def fig3(
+    panels: Panels,
+    provenance: Provenance,
+    outputs: Sequence[str | Path],
+    options: Options | None = None,
+    *,
+    selection: Mapping[str, Any] | None = None,
+) -> None:
     """7B GSM8K: (a) N=144 and (b) N=192 validation accuracy, line style by data seed."""
-    fig, ax = P.new_figure(10, 3.4, L.availability_notes(_unique_entries(panels, ["a", "b"])), ncols=2)
+    both = _unique_entries(panels, ["a", "b"])
+    fig, ax = P.new_figure(10, 3.4, L.availability_notes(both), ncols=2, caption=_caption(selection, ["a", "b"]))
     for i, name in enumerate(["a", "b"]):
         e = panels.get(name, [])
-        _acc_panel(ax[0, i], e, panel_title(name, e), by_seed=True, label_seed=True)
-    _save(fig, outputs, provenance, "Figure 3: Qwen2.5-Math-7B on GSM8K")
+        _acc_panel(ax[0, i], e, panel_title(name, e))
+    _save(fig, outputs, provenance, "Figure 3: Qwen2.5-Math-7B on GSM8K", both)
 
 
 MU_GRPO_FRACTIONS = (("veto_frac", "-", "vetoed responses"), ("ratio_clip_frac", ":", "clipped tokens (rho > 5)"))
@@ -361,49 +483,69 @@ def _mu_grpo_panel(ax: Axes, entries: Sequence[RunEntry], title: str) -> None:
             ax.plot(metrics["step"].to_numpy(), y, color=colour, ls=ls, lw=0.9, label=label)
     _refresh(ax, mu or entries)
     ax.set_xlim(0, _max_steps(entries))
-    ax.set_ylim(0.0, max(top, 1e-3) * 1.45)  # head room for the legend
+    ax.set_ylim(0.0, max(top, 1e-3) * 1.1)
     ax.set_xlabel("step")
     ax.set_ylabel("fraction (responses vetoed / tokens clipped)")
     ax.set_title(title, fontsize=9, loc="left")
     if not mu:
         ax.text(0.5, 0.5, "no mu-GRPO run selected", transform=ax.transAxes, ha="center", fontsize=8)
-    P.dedup_legend(ax, loc="upper left")
 
 
-def fig4(panels: Panels, provenance: Provenance, outputs: Sequence[str | Path], options: Options | None = None) -> None:
+def fig4(
+    panels: Panels,
+    provenance: Provenance,
+    outputs: Sequence[str | Path],
+    options: Options | None = None,
+    *,
+    selection: Mapping[str, Any] | None = None,
+) -> None:
     """Learning rate, mu-GRPO and cooling: (a) validation accuracy, (b) KL of the same runs,
     (c) mu-GRPO's veto and ratio-clip fractions."""
     e = panels.get("a", [])
-    fig, ax = P.new_figure(15, 3.8, L.availability_notes(e), ncols=3)
+    fig, ax = P.new_figure(15, 3.8, L.availability_notes(e), ncols=3, caption=_caption(selection, ["a"]))
     _acc_panel(ax[0, 0], e, panel_title("a", e), correction=True)
     _kl_panel(ax[0, 1], e, panel_title("b", e), options, correction=True)
-    if ax[0, 1].get_legend() is not None:
-        ax[0, 1].get_legend().remove()  # one legend (panel a) for panels a and b
     _mu_grpo_panel(ax[0, 2], e, "(c) mu-GRPO: vetoed responses, clipped tokens")
     kl_footnote(fig, options)
     fig.subplots_adjust(wspace=0.32)
-    _save(fig, outputs, provenance, "Figure 4: lower learning rate, mu-GRPO and cooling")
+    _save(fig, outputs, provenance, "Figure 4: lower learning rate, mu-GRPO and cooling", e)
 
 
-def fig5(panels: Panels, provenance: Provenance, outputs: Sequence[str | Path], options: Options | None = None) -> None:
+def fig5(
+    panels: Panels,
+    provenance: Provenance,
+    outputs: Sequence[str | Path],
+    options: Options | None = None,
+    *,
+    selection: Mapping[str, Any] | None = None,
+) -> None:
     """Boundaries: (a) N=288, (b) MATH at doubled lr, (c) MATH at the standard lr; accuracy."""
     names = ["a", "b", "c"]
-    fig, ax = P.new_figure(13, 3.4, L.availability_notes(_unique_entries(panels, names)), ncols=3)
+    every = _unique_entries(panels, names)
+    fig, ax = P.new_figure(13, 3.4, L.availability_notes(every), ncols=3, caption=_caption(selection, names))
     for i, name in enumerate(names):
         e = panels.get(name, [])
-        lr = _common(e, "lr")
-        extra = f"lr {L.lr_text(lr)}" if lr is not None else ""
-        _acc_panel(ax[0, i], e, panel_title(name, e, extra), by_seed=True, label_seed=True)
-    _save(fig, outputs, provenance, "Figure 5: boundaries")
+        lr = _common(e, "lr")  # (b) and (c) differ by lr: name it even where it is the default
+        extra = f"lr {L.lr_text(lr)}" if lr is not None and abs(float(lr) - L.DEFAULT_LR) <= 1e-12 else ""
+        _acc_panel(ax[0, i], e, panel_title(name, e, extra))
+    _save(fig, outputs, provenance, "Figure 5: boundaries", every)
 
 
-def fig6(panels: Panels, provenance: Provenance, outputs: Sequence[str | Path], options: Options | None = None) -> None:
+def fig6(
+    panels: Panels,
+    provenance: Provenance,
+    outputs: Sequence[str | Path],
+    options: Options | None = None,
+    *,
+    selection: Mapping[str, Any] | None = None,
+) -> None:
     """Cooling without the importance correction: (a) GSM8K N=96, (b) MATH N=96; no correction dashed."""
-    fig, ax = P.new_figure(10, 3.4, L.availability_notes(_unique_entries(panels, ["a", "b"])), ncols=2)
+    both = _unique_entries(panels, ["a", "b"])
+    fig, ax = P.new_figure(10, 3.4, L.availability_notes(both), ncols=2, caption=_caption(selection, ["a", "b"]))
     for i, name in enumerate(["a", "b"]):
         e = panels.get(name, [])
         _acc_panel(ax[0, i], e, panel_title(name, e), correction=True)
-    _save(fig, outputs, provenance, "Figure 6: cooling without the correction only delays collapse")
+    _save(fig, outputs, provenance, "Figure 6: cooling without the correction only delays collapse", both)
 
 
 def _temperature_range(ax: Axes, entries: Sequence[RunEntry]) -> None:
@@ -417,21 +559,30 @@ def _temperature_range(ax: Axes, entries: Sequence[RunEntry]) -> None:
         ax.fill_between(metrics["step"].to_numpy(), lo, hi, color=P.run_colour(settings), alpha=0.2, lw=0)
 
 
-def fig7(panels: Panels, provenance: Provenance, outputs: Sequence[str | Path], options: Options | None = None) -> None:
+def fig7(
+    panels: Panels,
+    provenance: Provenance,
+    outputs: Sequence[str | Path],
+    options: Options | None = None,
+    *,
+    selection: Mapping[str, Any] | None = None,
+) -> None:
     """Adaptive and scheduled temperature: accuracy (top) and sampler temperature used (bottom:
     the mean over the step's prompts, shaded between their min and max)."""
-    fig, ax = P.new_figure(10, 5.6, L.availability_notes(_unique_entries(panels, ["a", "b"])), nrows=2, ncols=2)
+    both = _unique_entries(panels, ["a", "b"])
+    caption = _caption(selection, ["a", "b"])
+    fig, ax = P.new_figure(10, 5.6, L.availability_notes(both), nrows=2, ncols=2, caption=caption)
     for i, name in enumerate(["a", "b"]):
         e = panels.get(name, [])
         _acc_panel(ax[0, i], e, panel_title(name, e), correction=True)
         axt = ax[1, i]
-        plot_runs(axt, e, "temperature", lw=1.0)
+        plot_runs(axt, e, "temperature", lw=1.0, correction=True)
         _temperature_range(axt, e)
         _refresh(axt, e)
         axt.set_xlim(0, _max_steps(e))
         axt.set_xlabel("step")
         axt.set_ylabel("sampler temperature Tb")
-    _save(fig, outputs, provenance, "Figure 7: adaptive and scheduled temperature")
+    _save(fig, outputs, provenance, "Figure 7: adaptive and scheduled temperature", both)
 
 
 FIG8_COLUMNS = (
@@ -444,29 +595,35 @@ FIG8_COLUMNS = (
 )
 
 
-def fig8(panels: Panels, provenance: Provenance, outputs: Sequence[str | Path], options: Options | None = None) -> None:
+def fig8(
+    panels: Panels,
+    provenance: Provenance,
+    outputs: Sequence[str | Path],
+    options: Options | None = None,
+    *,
+    selection: Mapping[str, Any] | None = None,
+) -> None:
     """Every run at N=144 (7B): six diagnostics, line style by seed, the cut replicate dash-dotted."""
     e = panels.get("a", [])
-    fig, ax = P.new_figure(12, 6.4, L.availability_notes(e), nrows=2, ncols=3)
+    fig, ax = P.new_figure(12, 6.4, L.availability_notes(e), nrows=2, ncols=3, caption=_caption(selection, ["a"]))
     for k, (col, label) in enumerate(FIG8_COLUMNS):
         a_ = ax.flat[k]
         if col == "val_acc":
-            _acc_panel(a_, e, panel_title("a", e), by_seed=True, label_seed=True)
+            _acc_panel(a_, e, panel_title("a", e))
             continue
         if col == "kl":
-            _kl_panel(a_, e, "", options, by_seed=True, label_seed=True)
-            if a_.get_legend() is not None:
-                a_.get_legend().remove()  # panel a's legend names the runs
+            _kl_panel(a_, e, "", options)
             continue
-        plot_runs(a_, e, col, by_seed=True, label_seed=True, lw=0.8)
+        if col == "grad_norm":
+            log_panel(a_, e, col, reference=0.0, lw=0.8)
+        else:
+            plot_runs(a_, e, col, lw=0.8)
         _refresh(a_, e)
         a_.set_xlim(0, _max_steps(e))
         a_.set_xlabel("step")
         a_.set_ylabel(label)
-        if col == "grad_norm":
-            a_.set_yscale("log")
     kl_footnote(fig, options)
-    _save(fig, outputs, provenance, "Figure 8: every run at refresh interval 144")
+    _save(fig, outputs, provenance, "Figure 8: every run at refresh interval 144", e)
 
 
 __all__ = [
@@ -478,5 +635,7 @@ __all__ = [
     "fig6",
     "fig7",
     "fig8",
+    "fig2_step_text",
     "kl_estimator",
+    "plot_runs",
 ]

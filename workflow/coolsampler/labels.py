@@ -163,6 +163,39 @@ def seed_text(settings: Mapping[str, Any]) -> str:
     return f"{settings.get('seed')}" + (f" {rep}" if rep else "")
 
 
+def value_text(v: Any) -> str:
+    """A filter or setting value as the run keys write it: numbers by the key formatter ('1e-4',
+    '0.8', '32'), lists as 'a|b', a Tb mapping as its settings, None as 'none'."""
+    if v is None:
+        return "none"
+    if isinstance(v, bool):
+        return str(v).lower()
+    if isinstance(v, (int, float)):
+        return _num(v)
+    if isinstance(v, Mapping):
+        return "{" + ", ".join(f"{k}: {value_text(x)}" for k, x in v.items()) + "}"
+    if isinstance(v, (list, tuple)):
+        return "|".join(value_text(x) for x in v)
+    return str(v)
+
+
+def selection_text(filters: Any) -> str:
+    """A panel's settings filter as one line: 'N=32, correction=tis, Tb=1|0.8'; a list of filters
+    (their runs combined) joined by ' + '; an empty filter selects 'every run of the study'."""
+    if isinstance(filters, list):
+        return " + ".join(f"[{selection_text(f)}]" for f in filters) or "no run"
+    if not filters:
+        return "every run of the study"
+    return ", ".join(f"{k}={value_text(v)}" for k, v in filters.items())
+
+
+def selection_lines(selection: Mapping[str, Any] | None, panels: Sequence[str]) -> list[str]:
+    """'selection (a): N=32, correction=tis' per panel of a figure, for its caption; [] when unknown."""
+    if not selection:
+        return []
+    return [f"selection ({p}): {selection_text(selection[p])}" for p in panels if p in selection]
+
+
 # --------------------------------------------------------------------------------------------------
 # Runs that are not whole
 
@@ -211,6 +244,8 @@ __all__ = [
     "run_label",
     "run_name",
     "seed_text",
+    "selection_lines",
+    "selection_text",
     "setting_row",
     "short_key",
     "task_label",
@@ -219,4 +254,5 @@ __all__ = [
     "tb_label",
     "tb_text",
     "tl_text",
+    "value_text",
 ]

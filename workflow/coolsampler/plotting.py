@@ -11,14 +11,18 @@ it runs headless without configuring a backend.
 
 from __future__ import annotations
 
+import math
 import textwrap
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from matplotlib.axes import Axes
+from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.colors import to_rgb
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
 
 from coolsampler.labels import DEFAULT_LR, tb_initial, tb_kind
 from coolsampler.provenance import Provenance
@@ -82,18 +86,96 @@ def run_colour(settings: Mapping[str, Any]) -> Any:
 # Axes helpers
 
 
+REFRESH_LABEL = "sampler refresh (every N steps)"
+ONE_NAT_LABEL = "1 nat"
+FLOOR_LABEL = "value <= 0 or below the axis floor, drawn on it"
+FLOOR_MARKER = "v"
+
+# One marker per data seed, fixed by the seed's value so that a seed has the same marker in every
+# panel and figure: the paper's seeds 1, 43, 44 -> o, ^, D; the smoke study's 1, 2 -> o, s.
+SEED_MARKERS = ("o", "s", "^", "D", "P", "X", "<", ">")
+
+
+def seed_marker(seed: Any) -> str:
+    """The marker of a data seed (seeds of one arm share colour and line style, never the marker)."""
+    try:
+        return SEED_MARKERS[(int(seed) - 1) % len(SEED_MARKERS)]
+    except (TypeError, ValueError):
+        return "o"
+
+
+def seed_handle(seed: Any) -> Line2D:
+    """Legend entry 'seed <s>': the seed's marker on a neutral colour, no line."""
+    return Line2D([], [], color="#444444", marker=seed_marker(seed), ls="none", ms=4, label=f"seed {seed}")
+
+
 def refresh_lines(ax: Axes, N: int | None, steps: int = 300) -> None:
-    """Grey vertical lines at the refreshes (multiples of N up to ``steps``)."""
+    """Grey vertical lines at the refreshes (multiples of N up to ``steps``), one legend entry."""
     if not N:
         return
     for k in range(1, steps // int(N) + 1):
-        ax.axvline(k * int(N), color=REFRESH_GREY, lw=0.9, zorder=0)
+        ax.axvline(k * int(N), color=REFRESH_GREY, lw=0.9, zorder=0, label=REFRESH_LABEL if k == 1 else "_")
 
 
-def kl_axis(ax: Axes, *, label: str = "learner-sampler KL (nats/token)") -> None:
-    """Log-scale KL axis with the dashed 1-nat reference line of Figures 1b, 4b and 8."""
+def log_limits(values: Iterable[Any], *, reference: float = 1.0, decades: int = 6) -> tuple[float, float]:
+    """Limits of a log axis (powers of ten) that show the data and ``reference`` without letting a
+    single near-zero point stretch the axis: the floor is the 2nd percentile of the positive values,
+    and never more than ``decades`` decades below the top. Values below the floor (and values <= 0,
+    which a log axis cannot show) are drawn on it by ``clip_to_floor``."""
+    arrays = [np.asarray(v, dtype="float64").ravel() for v in values]
+    flat = np.concatenate(arrays) if arrays else np.array([], dtype="float64")
+    pos = flat[np.isfinite(flat) & (flat > 0)]
+    top = max(float(pos.max()) if pos.size else reference, reference)
+    top = top if top > 0 else 1.0
+    hi = 10.0 ** math.ceil(math.log10(top * 1.5))
+    lo = float(np.quantile(pos, 0.02)) if pos.size else hi / 10.0**3
+    lo = max(lo, hi / 10.0**decades)
+    return 10.0 ** math.floor(math.log10(lo)), hi
+
+
+def clip_to_floor(y: np.ndarray, floor: float) -> tuple[np.ndarray, np.ndarray]:
+    """(y with every finite value below ``floor`` set to it, mask of those values). NaN stays NaN
+    (a step not logged is a gap, not a value)."""
+    low = np.isfinite(y) & (y < floor)
+    return np.where(low, floor, y), low
+
+
+def mark_floor(ax: Axes, x: np.ndarray, floor: float, colour: Any) -> None:
+    """Hollow down-triangles on the axis floor where a value is <= 0 or below the floor."""
+    if len(x):
+        ax.scatter(
+            x,
+            np.full(len(x), floor),
+            marker=FLOOR_MARKER,
+            s=16,
+            facecolors="none",
+            edgecolors=colour,
+            linewidths=0.8,
+            clip_on=False,
+            zorder=5,
+            label=FLOOR_LABEL,
+        )
+
+
+def kl_axis(
+    ax: Axes, *, label: str = "learner-sampler KL (nats/token)", limits: tuple[float, float] | None = None
+) -> None:
+    """Log-scale KL axis with the dashed 1-nat reference line of Figures 1b, 4b and 8, labelled on
+    the axis and in the legend; ``limits`` from ``log_limits``."""
     ax.set_yscale("log")
-    ax.axhline(1.0, color="black", ls="--", lw=0.8, zorder=1)
+    ax.axhline(1.0, color="black", ls="--", lw=0.8, zorder=1, label=ONE_NAT_LABEL)
+    ax.annotate(
+        ONE_NAT_LABEL,
+        xy=(0.0, 1.0),
+        xycoords=("axes fraction", "data"),
+        xytext=(3, 2),
+        textcoords="offset points",
+        ha="left",
+        va="bottom",
+        fontsize=7,
+    )
+    if limits is not None:
+        ax.set_ylim(*limits)
     ax.set_ylabel(label)
 
 
@@ -111,6 +193,49 @@ def dedup_legend(ax: Axes, **kw: Any) -> None:
             seen.setdefault(lab, h)
     if seen:
         ax.legend(seen.values(), seen.keys(), fontsize=7, frameon=False, **kw)
+
+
+# reference entries go last, in this order, after the runs and the seeds
+_REFERENCE_LABELS = (ONE_NAT_LABEL, REFRESH_LABEL, FLOOR_LABEL)
+
+
+def figure_legend(fig: Figure, axes: Iterable[Axes], seeds: Iterable[Any] = ()) -> Any:
+    """One legend for the whole figure, to the right of every panel (never over data).
+
+    Entries: each run label once (arms: colour and line style), then ``seed <s>`` (its marker), then
+    the reference lines (1 nat, refreshes, the floor marker). The figure is widened by the legend's
+    width so the panels keep their size.
+    """
+    runs: dict[str, Any] = {}
+    refs: dict[str, Any] = {}
+    for ax in axes:
+        handles, labels = ax.get_legend_handles_labels()
+        for h, lab in zip(handles, labels, strict=True):
+            if lab and not lab.startswith("_"):
+                (refs if lab in _REFERENCE_LABELS else runs).setdefault(lab, h)
+    seed_list = sorted({s for s in seeds if s is not None}, key=lambda s: int(s))
+    entries = dict(runs)
+    entries.update({f"seed {s}": seed_handle(s) for s in seed_list})
+    entries.update({lab: refs[lab] for lab in _REFERENCE_LABELS if lab in refs})
+    if not entries:
+        return None
+    width, sp = fig.get_figwidth(), fig.subplotpars
+    legend = fig.legend(
+        list(entries.values()),
+        list(entries.keys()),
+        loc="upper left",
+        bbox_to_anchor=(sp.right, sp.top),
+        fontsize=7,
+        frameon=False,
+        borderaxespad=0.0,
+    )
+    renderer = FigureCanvasAgg(fig).get_renderer()
+    extra = legend.get_window_extent(renderer).width / fig.dpi + 0.25
+    left_in, right_in = sp.left * width, sp.right * width
+    fig.set_figwidth(width + extra)
+    fig.subplots_adjust(left=left_in / (width + extra), right=right_in / (width + extra))
+    legend.set_bbox_to_anchor((right_in / (width + extra) + 0.1 / (width + extra), sp.top), transform=fig.transFigure)
+    return legend
 
 
 # --------------------------------------------------------------------------------------------------
@@ -131,6 +256,15 @@ def note_lines(notes: Sequence[str], width_in: float) -> list[str]:
     return textwrap.wrap(text, width=width, break_on_hyphens=False, break_long_words=False)
 
 
+def caption_lines(caption: Sequence[str], width_in: float) -> list[str]:
+    """Caption lines (the selection each panel uses) wrapped to the figure width."""
+    width = max(40, int(NOTE_WRAP * width_in / 12.0))
+    out: list[str] = []
+    for line in caption:
+        out += textwrap.wrap(line, width=width, break_on_hyphens=False, break_long_words=False)
+    return out
+
+
 def new_figure(
     width: float,
     height: float,
@@ -138,15 +272,18 @@ def new_figure(
     *,
     nrows: int = 1,
     ncols: int = 1,
+    caption: Sequence[str] = (),
     **subplot_kw: Any,
 ) -> tuple[Figure, Any]:
-    """A figure whose bottom is reserved for the missing-runs note and the provenance footer.
+    """A figure whose bottom is reserved for the caption (the selection of each panel, grey), the
+    missing-runs note (red) and the provenance footer.
 
-    ``height`` is the height of the plotting area; the figure grows by the note and the footer, so
-    a long list of missing runs never overprints the data.
+    ``height`` is the height of the plotting area; the figure grows by the caption, the note and the
+    footer, so a long list of missing runs never overprints the data.
     """
     lines = note_lines(notes, width)
-    extra = FOOTER_IN + NOTE_LINE_IN * len(lines) + (0.1 if lines else 0.0)
+    cap = caption_lines(caption, width)
+    extra = FOOTER_IN + NOTE_LINE_IN * (len(lines) + len(cap)) + (0.1 if lines or cap else 0.0)
     total = height + extra
     fig = Figure(figsize=(width, total))
     axes = fig.subplots(nrows, ncols, squeeze=False, **subplot_kw)
@@ -154,6 +291,9 @@ def new_figure(
     fig.subplots_adjust(left=0.08, right=0.98, top=1.0 - 0.35 / total, bottom=bottom, hspace=0.45, wspace=0.28)
     if lines:
         note(fig, lines, y_in=FOOTER_IN + NOTE_LINE_IN * len(lines))
+    if cap:
+        y = (FOOTER_IN + NOTE_LINE_IN * (len(lines) + len(cap))) / total
+        fig.text(0.01, y, "\n".join(cap), color="#444444", fontsize=6.5, va="top", ha="left", family="monospace")
     return fig, axes
 
 
@@ -195,15 +335,26 @@ def save(fig: Figure, outputs: Iterable[str | Path], *, provenance: Provenance, 
 
 __all__ = [
     "COOLED",
+    "FLOOR_LABEL",
+    "ONE_NAT_LABEL",
+    "REFRESH_LABEL",
+    "SEED_MARKERS",
     "UNCOOLED",
     "accuracy_axis",
+    "caption_lines",
+    "clip_to_floor",
     "dedup_legend",
+    "figure_legend",
     "kl_axis",
+    "log_limits",
+    "mark_floor",
     "new_figure",
     "note",
     "refresh_lines",
     "run_colour",
     "save",
+    "seed_handle",
+    "seed_marker",
     "stamp",
     "tb_colour",
 ]

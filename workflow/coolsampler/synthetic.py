@@ -31,6 +31,7 @@ def make_metrics(
     end_step: int | None = None,
     correction: str = "tis",
     Tb_end: float | None = None,
+    k1_noise: float = 0.0,
 ) -> pd.DataFrame:
     """A metrics table with every ``metrics_schema.COLUMNS`` column, steps ``1..steps``.
 
@@ -38,7 +39,9 @@ def make_metrics(
     of ``val_every`` to be seen there); ``recover_at``: step from which accuracy is back on the clean
     curve (a transient dip if within 20 steps). ``end_step`` truncates the table, imitating a run that
     was cut. ``Tb_end`` makes the logged sampler temperature a linear schedule from ``Tb``.
-    ``plateau`` defaults to 0.85 for cooled (Tb < 1) and 0.81 for uncooled samplers.
+    ``plateau`` defaults to 0.85 for cooled (Tb < 1) and 0.81 for uncooled samplers. ``k1_noise``
+    adds batch noise to the k1 KL (``kl``) only, which then goes <= 0 where the mismatch is small,
+    as verl's k1 does on a batch; k3 stays positive.
     """
     rng = np.random.default_rng(seed)
     last = steps if end_step is None else min(steps, end_step)
@@ -64,13 +67,14 @@ def make_metrics(
     mu = correction == "mu_grpo"
     # mu-GRPO's veto and ratio clip grow with the mismatch: a few percent late in a cycle (Sec 4)
     veto = np.clip(0.05 * age / max(N - 1, 1) * (1.0 if Tb >= 1.0 else 0.5), 0.0, 1.0)
+    k1 = kl + rng.normal(0.0, k1_noise, last) if k1_noise else kl
     data = {
         "step": t,
         "sampler_version": ((t - 1) // N) * N,
         "staleness": age,
         "refreshed": t % N == 0,
         "val_acc": val,
-        "kl": kl,
+        "kl": k1,
         "k3_kl": kl * (1.0 - 0.3 * np.minimum(kl, 1.0)),  # k3 ~ k1 for a small mismatch, never negative
         "entropy": entropy,
         "clip_frac": clip,
@@ -273,3 +277,62 @@ def demo_panels(
 
     spec = (figures or DEMO_FIGURES)[target]
     return {p: [(r.settings(), m, st) for r, m, st in runs if matches(r, filt)] for p, filt in spec.items()}
+
+
+# --------------------------------------------------------------------------------------------------
+# A study's results directory from synthetic runs: figures, tables and the report without training.
+
+
+def write_study_results(study: Any, *, seed: int = 0, k1_noise: float = 0.0007) -> list[str]:
+    """Write ``runs/<key>/{metrics.parquet,status.json,run.yaml}`` under ``study.results`` for every
+    run of ``study``, shaped like the smoke study's results (README, "The smoke study"): without the
+    correction a long refresh interval collapses late in the second cycle (7/8 of the run), with
+    TIS it holds; k1 KL carries batch noise (values <= 0 early in a cycle) and the first run a
+    near-zero point. Every ``run.yaml`` says ``synthetic: true``. Returns the keys written.
+
+    For docs, report tests and looking at figures on a machine that has not trained; never a
+    substitute for a run (the figures' provenance names the study, and run.yaml says synthetic).
+    """
+    import json
+    from pathlib import Path
+
+    import yaml
+
+    keys = []
+    for i, run in enumerate(study.runs):
+        d = Path(study.results) / "runs" / run.key
+        d.mkdir(parents=True, exist_ok=True)
+        steps, val_every = int(run.steps), int(run.val_every)
+        collapse = None
+        if run.correction == "none" and run.N * 2 >= steps:
+            collapse = (steps * 7 // 8) // val_every * val_every
+        df = make_metrics(
+            run.N, steps, val_every, run.Tb.initial, collapse, seed=seed + 97 * i + run.seed,
+            correction=run.correction, Tb_end=run.Tb.end, plateau=0.62 if run.Tb.initial >= 1.0 else 0.56,
+            k1_noise=k1_noise,
+        )  # fmt: skip
+        if i == 0 and len(df) > 3:
+            df.loc[2, "kl"] = 3e-9  # one near-zero point, as real k1 logs have: must not stretch an axis
+        # step 0: the initial validation, as verl logs it before training
+        nullable = {"step": "Int64", "sampler_version": "Int64", "staleness": "Int64", "refreshed": "boolean"}
+        df = df.astype(nullable)  # as the parser writes them: step 0 has no sampler version
+        first = pd.DataFrame([{"step": 0, "val_acc": 0.49}]).reindex(columns=df.columns).astype(df.dtypes.to_dict())
+        df = pd.concat([first, df], ignore_index=True)
+        df.to_parquet(d / "metrics.parquet")
+        (d / "status.json").write_text(
+            json.dumps({"complete": True, "last_step": steps, "expected_steps": steps, "problems": []}, indent=1)
+        )
+        meta = {
+            "study": study.name,
+            "synthetic": True,
+            "settings": run.settings(),
+            "recipe": dict(study.recipe),
+            "platform": "cpu",
+            "image": None,
+        }
+        (d / "run.yaml").write_text(yaml.safe_dump(meta, sort_keys=False))
+        keys.append(run.key)
+    return keys
+
+
+__all__ += ["write_study_results"]

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import importlib
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -54,6 +54,9 @@ class Target:
     kind: str
     panels: tuple[str, ...]
     options: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # option -> allowed values
+    title: str = ""  # the paper's title of the figure/table
+    draws: str = ""  # what it draws, for a reader (docs page, report caption)
+    panel_help: Mapping[str, str] = field(default_factory=dict)  # panel -> what its filter should select
 
     @property
     def function(self) -> TargetFn:
@@ -62,29 +65,106 @@ class Target:
 
     @property
     def suffixes(self) -> tuple[str, ...]:
-        return (".pdf", ".png") if self.kind == "figure" else (".csv", ".tex", ".md")
+        return (".pdf", ".png") if self.kind == "figure" else (".csv", ".tex", ".md", ".html")
 
 
 _KL = {"kl": tuple(KL_ESTIMATORS)}  # every figure that draws the learner-sampler KL
 
+_ACC = "validation accuracy against step; grey vertical lines are the sampler refreshes (multiples of N)"
+_KL_AXIS = (
+    "learner-sampler KL per token (log axis, k1 unless option kl: k3; dashed line labelled 1 nat); "
+    "values <= 0, which k1 of a batch can take, and values below the axis floor are drawn on the floor "
+    "as hollow triangles"
+)
+
 TARGETS: dict[str, Target] = {
     t.name: t
     for t in (
-        Target("fig1", "coolsampler.figures:fig1", "figure", ("a", "b"), _KL),
-        Target("fig2", "coolsampler.figures:fig2", "figure", ("a",), _KL),
-        Target("fig3", "coolsampler.figures:fig3", "figure", ("a", "b")),
-        Target("fig4", "coolsampler.figures:fig4", "figure", ("a",), _KL),
-        Target("fig5", "coolsampler.figures:fig5", "figure", ("a", "b", "c")),
-        Target("fig6", "coolsampler.figures:fig6", "figure", ("a", "b")),
-        Target("fig7", "coolsampler.figures:fig7", "figure", ("a", "b")),
-        Target("fig8", "coolsampler.figures:fig8", "figure", ("a",), _KL),
-        Target("table1", "coolsampler.tables:table1", "table", ("rows",)),
-        Target("table2", "coolsampler.tables:table2", "table", ("rows",)),
-        Target("table3", "coolsampler.tables:table3", "table", ("rows",)),
-        Target("table4", "coolsampler.tables:table4", "table", ("rows",)),
+        Target(
+            "fig1", "coolsampler.figures:fig1", "figure", ("a", "b"), _KL,
+            title="Figure 1: finite safe staleness; cooling extends it",
+            draws=f"(a) {_ACC}; (b) {_KL_AXIS}.",
+            panel_help={
+                "a": "the runs to compare at one refresh interval (paper: 1.5B GSM8K N=192 TIS, Tb 1.0/0.8/0.9, "
+                "seeds, the tied learner)",
+                "b": "one seed of each temperature (paper: the seed-1 runs)",
+            },
+        ),
+        Target(
+            "fig2", "coolsampler.figures:fig2", "figure", ("a",), _KL,
+            title="Figure 2: cooling lowers the learner-sampler mismatch",
+            draws="one row per model/task/N: (a) the KL at a fixed first-cycle step (the x-label names it: 110, 60 "
+            "where N=96, N where N <= 60), one dot per seed, the seed mean as a bar and the ratio Tb 1.0 / Tb 0.8 "
+            "at the right; (b) the first step with KL > 0.1 nat, hollow where not reached before the refresh. "
+            "Only fixed Tb 1.0 and 0.8, no replicates, one learning rate per row; other runs are named in the note.",
+            panel_help={"a": "every run to compare: TIS, fixed Tb 1.0 and 0.8, every model/task/N row"},
+        ),
+        Target(
+            "fig3", "coolsampler.figures:fig3", "figure", ("a", "b"),
+            title="Figure 3: Qwen2.5-Math-7B on GSM8K",
+            draws=f"{_ACC}, two refresh intervals side by side.",
+            panel_help={"a": "7B GSM8K N=144, seeds 1 and 43", "b": "7B GSM8K N=192"},
+        ),
+        Target(
+            "fig4", "coolsampler.figures:fig4", "figure", ("a",), _KL,
+            title="Figure 4: lower learning rate, mu-GRPO and cooling",
+            draws=f"(a) {_ACC}; (b) {_KL_AXIS}; (c) mu-GRPO's logged veto (responses) and ratio-clip (tokens) "
+            "fractions.",
+            panel_help={
+                "a": "1.5B GSM8K N=192 seeds 43/44: TIS Tb 1 at three learning rates, cooled TIS, mu-GRPO Tb 1.0 "
+                "and 0.8"
+            },
+        ),
+        Target(
+            "fig5", "coolsampler.figures:fig5", "figure", ("a", "b", "c"),
+            title="Figure 5: boundaries",
+            draws=f"{_ACC}, three settings where cooling's effect has limits.",
+            panel_help={
+                "a": "1.5B GSM8K N=288, every temperature",
+                "b": "MATH at the doubled learning rate (4e-6), N=288",
+                "c": "MATH at the standard learning rate, N=192",
+            },
+        ),
+        Target(
+            "fig6", "coolsampler.figures:fig6", "figure", ("a", "b"),
+            title="Figure 6: cooling without the correction only delays collapse",
+            draws=f"{_ACC}; runs without the importance correction dashed.",
+            panel_help={
+                "a": "GSM8K N=96: no correction (cooled, seeds, KL-triggered cooling), cooled and uncooled TIS",
+                "b": "MATH N=96",
+            },
+        ),
+        Target(
+            "fig7", "coolsampler.figures:fig7", "figure", ("a", "b"),
+            title="Figure 7: adaptive and scheduled temperature",
+            draws=f"top: {_ACC}; bottom: the sampler temperature used (mean over the step's prompts, min-max "
+            "shaded).",
+            panel_help={
+                "a": "N=96: the saturation controller with and without the KL gate, the linear schedule, the "
+                "doubled lr, fixed-Tb references",
+                "b": "N=192: the controller and its references",
+            },
+        ),
+        Target(
+            "fig8", "coolsampler.figures:fig8", "figure", ("a",), _KL,
+            title="Figure 8: every run at refresh interval 144",
+            draws="six diagnostics of the same runs: validation accuracy, learner-sampler KL (log, 1 nat "
+            "labelled), learner entropy, responses at the length limit, training reward, gradient norm (log); "
+            "the cut replicate dash-dotted with hollow markers.",
+            panel_help={"a": "every 7B run at N=144, the cut replicate included"},
+        ),
+        Target("table1", "coolsampler.tables:table1", "table", ("rows",), title="Table 1",
+               panel_help={"rows": "the arms to compare (paper: 1.5B GSM8K seeds 43/44, TIS Tb 1.0/0.8 at "
+                                   "N=96/192, TIS Tb 1 at lower learning rates)"}),
+        Target("table2", "coolsampler.tables:table2", "table", ("rows",), title="Table 2",
+               panel_help={"rows": "every run: which of them degrade is read from the data"}),
+        Target("table3", "coolsampler.tables:table3", "table", ("rows",), title="Table 3",
+               panel_help={"rows": "the runs of the cycle-aligned readings (7B N=144; 1.5B N=192 Tb 0.8)"}),
+        Target("table4", "coolsampler.tables:table4", "table", ("rows",), title="Table 4",
+               panel_help={"rows": "every run of the study"}),
         # claims / report targets: added by the claims module (see the module docstring)
     )
-}
+}  # fmt: skip
 
 
 class OptionError(ValueError):
@@ -162,6 +242,20 @@ def load_panels(spec: Mapping[str, Sequence[Mapping[str, Any]]]) -> dict[str, li
 # Rendering
 
 
+class PanelError(ValueError):
+    """A panel name the target does not draw. One line, naming the panels it takes."""
+
+
+def check_panels(target: str, names: Iterable[str]) -> None:
+    """Refuse panel names ``target`` does not have (a typo would otherwise draw an empty panel)."""
+    unknown = sorted(set(names) - set(TARGETS[target].panels) - {OPTIONS_KEY})
+    if unknown:
+        raise PanelError(
+            f"{target}: unknown panel{'s' if len(unknown) > 1 else ''} {', '.join(map(repr, unknown))};"
+            f" allowed: {', '.join(TARGETS[target].panels)}"
+        )
+
+
 def render(
     target: str,
     panels: Panels,
@@ -169,18 +263,26 @@ def render(
     commit: str | None,
     outputs: Sequence[str | Path],
     options: Mapping[str, Any] | None = None,
+    selection: Mapping[str, Any] | None = None,
 ) -> Any:
-    """Draw or write one target. Panels the target expects but the study did not give are empty.
+    """Draw or write one target. Panels the target expects but the study did not give are empty;
+    a panel it does not have is refused (``PanelError``).
 
     ``study`` is a Provenance, or a study name with ``commit`` (a commit string, or None to ask git).
-    ``options`` are checked against the registry (``target_options``).
+    ``options`` are checked against the registry (``target_options``). ``selection`` (panel ->
+    the study's settings filter) is printed under a figure, the caption of what each panel shows.
     """
     if target not in TARGETS:
         raise KeyError(f"unknown target {target!r}; allowed: {', '.join(TARGETS)}")
     t = TARGETS[target]
+    check_panels(target, panels)
+    if selection is not None:
+        check_panels(target, selection)
     prov = study if isinstance(study, Provenance) else as_provenance(commit, study)
     opts = target_options(target, {OPTIONS_KEY: dict(options or {})})
     full = {n: list(panels.get(n, [])) for n in t.panels}
+    if t.kind == "figure":
+        return t.function(full, prov, outputs, opts, selection=selection)  # type: ignore[call-arg]
     return t.function(full, prov, outputs, opts)
 
 
@@ -205,7 +307,8 @@ def run_snakemake_target(smk: Any, kind: str) -> None:
             target = smk.params.target
             if TARGETS[target].kind != kind:
                 raise ValueError(f"{target} is a {TARGETS[target].kind}, not a {kind}")
-            panels = load_panels({p: r for p, r in smk.params.panels.items() if p in TARGETS[target].panels})
+            check_panels(target, smk.params.panels)
+            panels = load_panels(dict(smk.params.panels))
             logger.info("%s: runs per panel %s", target, {p: len(r) for p, r in panels.items()})
             seen: set[str] = set()
             for entries in panels.values():
@@ -218,7 +321,9 @@ def run_snakemake_target(smk: Any, kind: str) -> None:
                 smk.params.study, commit=getattr(smk.params, "commit", None), script=f"workflow/scripts/{kind}.py"
             )
             options = getattr(smk.params, "options", None) or {}
-            render(target, panels, prov, None, [str(o) for o in smk.output], options)
+            selection = getattr(smk.params, "selection", None)
+            outs = [str(o) for o in smk.output]
+            render(target, panels, prov, None, outs, options, dict(selection) if selection else None)
             logger.info("wrote %s (%s)", ", ".join(map(str, smk.output)), prov.footer())
         except Exception:
             logger.exception("rendering %s failed", getattr(smk.params, "target", "?"))
@@ -232,7 +337,9 @@ __all__ = [
     "OPTIONS_KEY",
     "TARGETS",
     "OptionError",
+    "PanelError",
     "Target",
+    "check_panels",
     "load_metrics",
     "load_panels",
     "load_status",

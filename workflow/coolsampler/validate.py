@@ -244,6 +244,8 @@ def check_figures(study: Study, origin: str) -> None:
         panels = panel_filters(entry)
         for panel, filters in panels.items():
             where = f"{origin}: figures.{target}.{panel}"
+            if panel not in TARGETS[target].panels:
+                raise _error(f"{where}: unknown panel; allowed: {', '.join(TARGETS[target].panels)}")
             for filt in filters if isinstance(filters, list) else [filters]:
                 for k, v in filt.items():
                     if k not in allowed:

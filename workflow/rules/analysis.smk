@@ -1,17 +1,26 @@
 # Figures and tables: each target depends only on the runs its `figures:` entry selects, and on the
 # analysis code (so editing the plotting module reruns the plots, and nothing else). Helpers: common.smk.
 # The targets, their panels and options: coolsampler.targets (the one registry).
-from coolsampler.targets import target_options
+from coolsampler.report import (
+    run_labels,
+    selection_texts,
+    settings_text,
+    target_caption,
+)
+from coolsampler.targets import TARGETS, target_options
 
 
 rule figure:
     input:
         unpack(target_inputs),
     output:
-        pdf=report(
-            "{root}/{target}.pdf", category="Figures", labels={"figure": "{target}"}
+        pdf="{root}/{target}.pdf",
+        png=report(
+            "{root}/{target}.png",
+            caption="../report/figure.rst",
+            category="Figures",
+            labels={"figure": "{target}"},
         ),
-        png="{root}/{target}.png",
     log:
         "{root}/logs/figure/{target}.log",
     wildcard_constraints:
@@ -22,6 +31,12 @@ rule figure:
         study=lambda wc: root_of(wc).study.name,
         panels=target_panels,
         options=lambda wc: target_options(wc.target, STUDY.figures.get(wc.target)),
+        selection=target_selection,
+        selection_text=lambda wc: selection_texts(
+            root_of(wc).study.figures.get(wc.target)
+        ),
+        title=lambda wc: TARGETS[wc.target].title,
+        draws=lambda wc: target_caption(wc.target),
     script:
         "../scripts/figure.py"
 
@@ -30,11 +45,15 @@ rule table:
     input:
         unpack(target_inputs),
     output:
-        csv=report(
-            "{root}/{target}.csv", category="Tables", labels={"table": "{target}"}
-        ),
+        csv="{root}/{target}.csv",
         tex="{root}/{target}.tex",
         md="{root}/{target}.md",
+        html=report(
+            "{root}/{target}.html",
+            caption="../report/table.rst",
+            category="Tables",
+            labels={"table": "{target}"},
+        ),
     log:
         "{root}/logs/table/{target}.log",
     wildcard_constraints:
@@ -45,8 +64,40 @@ rule table:
         study=lambda wc: root_of(wc).study.name,
         panels=target_panels,
         options=lambda wc: target_options(wc.target, STUDY.figures.get(wc.target)),
+        selection_text=lambda wc: selection_texts(
+            root_of(wc).study.figures.get(wc.target)
+        ),
+        title=lambda wc: TARGETS[wc.target].title,
+        caption=lambda wc: target_caption(wc.target),
     script:
         "../scripts/table.py"
+
+
+# One small figure per run for the report (category Runs): accuracy and reward, KL, entropy, the
+# status in the title; the labels (run, status, platform, image, commit) are read when the report is
+# made, from the run's status.json and run.yaml (coolsampler.report).
+rule run_curves:
+    input:
+        metrics="{root}/runs/{key}/metrics.parquet",
+        status="{root}/runs/{key}/status.json",
+        settings="{root}/runs/{key}/run.yaml",
+        code=ANALYSIS_CODE,
+    output:
+        report(
+            "{root}/runs/{key}/curves.png",
+            caption="../report/run.rst",
+            category="Runs",
+            subcategory=lambda wc: wc.key.rsplit("/", 1)[0],
+            labels=lambda wc, input: run_labels(input.status, input.settings),
+        ),
+    log:
+        "{root}/runs/{key}/curves.log",
+    localrule: True
+    params:
+        study=lambda wc: root_of(wc).study.name,
+        settings=lambda wc: settings_text(run_of(wc).settings()),
+    script:
+        "../scripts/run_curves.py"
 
 
 # The study's rehearsal: every arm trained for a few steps on the CPU stack, parsed, and every figure and

@@ -233,6 +233,7 @@ ANALYSIS_CODE = [
         "provenance",
         "writers",
         "targets",
+        "report",
     )
 ] + [f"{workflow.basedir}/workflow/scripts/{s}.py" for s in ("figure", "table")]
 
@@ -282,6 +283,18 @@ def target_panels(wildcards):
         ]
         for panel, runs in target_runs(wildcards).items()
     }
+
+
+# ---- the report (rule run_curves, captions in workflow/report) ----------------------------------
+def run_curve_targets(root=R):
+    """Every run's curves.png (the report's Runs category)."""
+    x = ROOTS[root]
+    return [x.layout.run_file(r.key, "curves.png") for r in x.study.runs]
+
+
+def target_selection(wc):
+    """Panel -> the study's settings filter (printed under the figure)."""
+    return panel_filters(root_of(wc).study.figures.get(wc.target, {}))
 
 
 # ---- the rehearsal (rule rehearsal) ---------------------------------------------------------
