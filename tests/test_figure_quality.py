@@ -227,3 +227,12 @@ def test_markdown_reports_become_html_tables() -> None:
 
     page = markdown_page("# Claims\n\n| id | ours |\n|---|---|\n| a<b | 0.512 |\n", title="claims")
     assert "<h1>Claims</h1>" in page and "<table>" in page and "<td>a&lt;b</td>" in page
+
+
+def test_report_reads_the_commit_that_run_record_writes():
+    from coolsampler.report import NOT_RECORDED, commit_text
+
+    assert commit_text({"repository": {"commit": "abc1234", "dirty": False}}) == "abc1234"
+    assert commit_text({"repository": {"commit": "abc1234", "dirty": True}}) == "abc1234+dirty"
+    assert commit_text({"repository": {"commit": "unknown", "dirty": "unknown"}}) == "unknown"
+    assert commit_text({}) == NOT_RECORDED

@@ -55,10 +55,12 @@ def image_text(run_yaml: Mapping[str, Any]) -> str:
 
 def commit_text(run_yaml: Mapping[str, Any]) -> str:
     """The repository commit that trained the run (``+dirty`` if the tree was), when recorded."""
-    commit = run_yaml.get("commit")
+    # run.yaml's ``repository: {commit, dirty}`` (coolsampler.provenance.run_record); dirty may be
+    # "unknown" (outside git), which is not a dirty tree
+    commit = run_yaml.get("repository", run_yaml.get("commit"))
     if isinstance(commit, Mapping):
         rev = str(commit.get("commit") or commit.get("revision") or NOT_RECORDED)
-        return rev + ("+dirty" if commit.get("dirty") else "")
+        return rev + ("+dirty" if commit.get("dirty") is True else "")
     return str(commit) if commit else NOT_RECORDED
 
 
