@@ -167,6 +167,32 @@ TARGETS: dict[str, Target] = {
 }  # fmt: skip
 
 
+class PanelSpec(Mapping[str, list]):
+    """Rule figure/table's ``panels`` parameter (panel -> its runs' settings and files), shown short.
+
+    Snakemake prints a job's parameters in every dry-run reason and in the report's job pane; the
+    whole spec of a paper table is tens of kB. Its content follows from the job's input files (each
+    run's key holds its settings), so a short form loses nothing: ``panels a: 4 runs, b: 2 runs``.
+    """
+
+    def __init__(self, spec: Mapping[str, list]) -> None:
+        self._spec = dict(spec)
+
+    def __getitem__(self, name: str) -> list:
+        return self._spec[name]
+
+    def __iter__(self):  # noqa: ANN204 - Mapping protocol
+        return iter(self._spec)
+
+    def __len__(self) -> int:
+        return len(self._spec)
+
+    def __repr__(self) -> str:
+        return "panels " + ", ".join(f"{p}: {len(runs)} runs" for p, runs in self._spec.items())
+
+    __str__ = __repr__
+
+
 class OptionError(ValueError):
     """An option a target does not take, or a value it does not allow. One line."""
 

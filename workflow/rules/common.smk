@@ -10,7 +10,7 @@ from coolsampler.paths import Layout, REHEARSAL_MODEL, run_paths
 from coolsampler.platform import Platform, get_platform
 from coolsampler.rehearsal import arm_label, rehearsal_study
 from coolsampler.study import Study
-from coolsampler.targets import panel_filters
+from coolsampler.targets import PanelSpec, panel_filters
 
 LAYOUT = Layout.from_config(config, R)
 
@@ -272,17 +272,19 @@ def target_inputs(wildcards):
 
 def target_panels(wildcards):
     layout = root_of(wildcards).layout
-    return {
-        panel: [
-            {
-                "settings": r.settings(),
-                "metrics": layout.run_file(r.key, "metrics.parquet"),
-                "status": layout.run_file(r.key, "status.json"),
-            }
-            for r in runs
-        ]
-        for panel, runs in target_runs(wildcards).items()
-    }
+    return PanelSpec(
+        {
+            panel: [
+                {
+                    "settings": r.settings(),
+                    "metrics": layout.run_file(r.key, "metrics.parquet"),
+                    "status": layout.run_file(r.key, "status.json"),
+                }
+                for r in runs
+            ]
+            for panel, runs in target_runs(wildcards).items()
+        }
+    )
 
 
 # ---- the report (rule run_curves, captions in workflow/report) ----------------------------------
