@@ -112,10 +112,10 @@ def container_params(wildcards):
 # ---- training (rules train, parse) ----------------------------------------------------------
 def train_inputs(wildcards):
     root, run = root_of(wildcards), run_of(wildcards)
-    inputs = {"wheel": VERL_WHEEL, **root.layout.data_files(run.task)}
+    inputs = {"wheel": VERL_WHEEL, **root.layout.data_files(run.task_info)}
     if in_container(root.platform):
         inputs["image"] = IMAGE_DIGEST
-    weights = root.layout.model_weights(run.model)
+    weights = root.layout.model_weights(run.model_info)
     if weights:
         inputs["model"] = weights
     return inputs
@@ -124,6 +124,12 @@ def train_inputs(wildcards):
 def train_paths(wildcards):
     """The absolute paths verl gets (coolsampler.paths.run_paths)."""
     return run_paths(root_of(wildcards).layout, run_of(wildcards))
+
+
+def run_gpus(wildcards):
+    """GPUs one run holds: its model's (derived from its size or set in the study) on a GPU platform."""
+    gpus = root_of(wildcards).platform.gpus_per_run
+    return run_of(wildcards).model_info.gpus_per_run if gpus else 0
 
 
 def platform_attr(name):

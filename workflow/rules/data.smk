@@ -49,3 +49,63 @@ rule prepare_data:
         expand(f"{DATA}/gsm8k/{{split}}.parquet", split=["train", "test"]),
         expand(f"{DATA}/math/{{split}}.parquet", split=["train_l3-5", "math500"]),
     localrule: True
+
+
+# A study's own tasks from the Hub (tasks: {name: {hub: {dataset, revision, train, val}}}): each split
+# written as verl-format parquet, like the paper's data, on the submitting host.
+HUB_TASKS = {n: dict(t.hub) for n, t in STUDY.tasks.items() if t.hub}
+
+
+rule prepare_hub_task:
+    output:
+        parquet=f"{DATA}/{{task}}/{{split}}.parquet",
+        manifest=f"{DATA}/{{task}}/{{split}}.manifest.json",
+    log:
+        f"{DATA}/logs/prepare_hub_task/{{task}}/{{split}}.log",
+    wildcard_constraints:
+        task="|".join(HUB_TASKS) or "(?!)",
+        split="train|val",
+    localrule: True
+    params:
+        hub=lambda wc: HUB_TASKS[wc.task],
+        cache=DATA_CACHE,
+    script:
+        "../scripts/prepare_hub_task.py"
+
+
+# Model weights at a pinned revision (a study's models: {name: {hf_id, revision}}), downloaded on the
+# submitting host into the models dir (coolsampler.prefetch), so that compute nodes need no network:
+# runs load them from there with HF_HUB_OFFLINE=1. `snakemake prefetch` fetches every model and hub task
+# of the study; rule train depends on each run's own.
+rule prefetch_model:
+    output:
+        f"{LAYOUT.models}/hub/{{org}}/{{name}}/{{revision}}/prefetch.json",
+    log:
+        f"{LAYOUT.models}/logs/prefetch/{{org}}/{{name}}/{{revision}}.log",
+    wildcard_constraints:
+        org=r"[A-Za-z0-9][A-Za-z0-9._-]*",
+        name=r"[A-Za-z0-9][A-Za-z0-9._-]*",
+        revision=r"[A-Za-z0-9._-]+",
+    localrule: True
+    params:
+        hf_id=lambda wc: f"{wc.org}/{wc.name}",
+        revision=lambda wc: wc.revision,
+    script:
+        "../scripts/prefetch_model.py"
+
+
+rule prefetch:
+    input:
+        sorted(
+            {
+                f
+                for r in STUDY.runs
+                if (f := LAYOUT.model_weights(r.model_info)) and f.endswith("prefetch.json")
+            }
+        ),
+        [
+            LAYOUT.data_files(STUDY.tasks[t])[s]
+            for t in HUB_TASKS
+            for s in ("train", "val")
+        ],
+    localrule: True
