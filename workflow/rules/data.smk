@@ -100,7 +100,8 @@ rule prefetch:
             {
                 f
                 for r in STUDY.runs
-                if (f := LAYOUT.model_weights(r.model_info)) and f.endswith("prefetch.json")
+                if (f := LAYOUT.model_weights(r.model_info))
+                and f.endswith("prefetch.json")
             }
         ),
         [
