@@ -38,13 +38,13 @@ import yaml
 from coolsampler.settings import (
     CORRECTIONS,
     MODELS,
-    Model,
     REPLICATES,
     RERUN_SEED_OFFSET,
     SAMPLING_SEED,
     SATURATION_RULES,
     SCOPES,
     TASKS,
+    Model,
     Task,
 )
 
@@ -199,7 +199,7 @@ class Run:
     replicate: str | None = None
     source: str = field(default="", compare=False)  # where in the paper the run comes from
     # extra verl overrides (``verl_overrides:``), sorted; part of the run's identity (key suffix _x<hash>)
-    verl_extra: tuple[str, ...] = ()
+    verl_extra: tuple[str, ...] = field(default=(), repr=False)  # not in repr: Snakemake params of old runs
     # the definitions of a study's own model / task (None: the built-in one of that name)
     model_spec: Model | None = field(default=None, compare=False, repr=False)
     task_spec: Task | None = field(default=None, compare=False, repr=False)
