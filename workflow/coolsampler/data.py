@@ -287,9 +287,7 @@ def hf_loader(revision: str | None = None) -> Loader:
     def load(dataset_id: str, config: str | None, hf_split: str, cache_dir: Path) -> Any:
         import datasets
 
-        return datasets.load_dataset(
-            dataset_id, config, split=hf_split, cache_dir=str(cache_dir), revision=revision
-        )
+        return datasets.load_dataset(dataset_id, config, split=hf_split, cache_dir=str(cache_dir), revision=revision)
 
     return load
 
@@ -368,9 +366,7 @@ def build_rows(spec: SplitSpec, source_rows: Iterable[Mapping[str, Any]]) -> lis
 
 
 def _schema(spec: SplitSpec) -> pa.Schema:
-    extra = pa.struct(
-        [("split", pa.string()), ("index", pa.int64())] + [(f, pa.string()) for f in spec.extra_fields]
-    )
+    extra = pa.struct([("split", pa.string()), ("index", pa.int64())] + [(f, pa.string()) for f in spec.extra_fields])
     return pa.schema(
         [
             ("data_source", pa.string()),
@@ -496,8 +492,7 @@ def prepare_task(
     if task not in TASK_SPLITS:
         raise DataError(f"unknown task {task!r}; known: {', '.join(TASK_SPLITS)}")
     return [
-        prepare_split(task, split, data_dir, cache_dir, loader=loader, revision=revision)
-        for split in TASK_SPLITS[task]
+        prepare_split(task, split, data_dir, cache_dir, loader=loader, revision=revision) for split in TASK_SPLITS[task]
     ]
 
 
@@ -544,14 +539,23 @@ def prepare_hub_split(
         extra_fields=(),
     )
     rows = load_source(spec, cache_dir, loader if loader is not None else hf_loader(hub["revision"]))
-    table = rows.data.table if hasattr(rows, "data") and hasattr(rows.data, "table") else pa.Table.from_pylist(list(rows))
+    table = (
+        rows.data.table if hasattr(rows, "data") and hasattr(rows.data, "table") else pa.Table.from_pylist(list(rows))
+    )
     missing = [c for c in VERL_COLUMNS if c not in table.column_names]
     if missing:
-        raise DataError(f"{hub['dataset']} split {hub[which]}: no column {', '.join(missing)}; verl needs {VERL_COLUMNS}")
+        raise DataError(
+            f"{hub['dataset']} split {hub[which]}: no column {', '.join(missing)}; verl needs {VERL_COLUMNS}"
+        )
     _atomic_write(out, lambda p: pq.write_table(table, p))
     manifest = {
         "manifest_version": MANIFEST_VERSION,
-        "source": {"dataset": hub["dataset"], "config": hub.get("config"), "split": hub[which], "revision": hub["revision"]},
+        "source": {
+            "dataset": hub["dataset"],
+            "config": hub.get("config"),
+            "split": hub[which],
+            "revision": hub["revision"],
+        },
         "count": table.num_rows,
         "parquet": out.name,
         "sha256": sha256_file(out),

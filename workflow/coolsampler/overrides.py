@@ -279,7 +279,9 @@ def key_held_overrides() -> frozenset[str]:
         replace(base, model="b", model_spec=replace(small, name="b", params_b=70.0, gpus=8)),
         replace(base, task_spec=replace(base.task_info, reward="verl")),
         replace(base, task_spec=replace(base.task_info, reward="f.py:g")),
-        replace(base, task="t", task_spec=replace(base.task_info, name="t", max_prompt_length=64, max_response_length=64)),
+        replace(
+            base, task="t", task_spec=replace(base.task_info, name="t", max_prompt_length=64, max_response_length=64)
+        ),
     ]
     paths = RunPaths("m", "t.parquet", "v.parquet", "/o")
     other_paths = RunPaths("m2", "t2.parquet", "v2.parquet", "/o2")

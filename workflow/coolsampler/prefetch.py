@@ -29,7 +29,9 @@ def _snapshot_download(**kwargs: Any) -> str:
     return snapshot_download(**kwargs)
 
 
-def prefetch_model(hf_id: str, revision: str, dest: str | Path, *, download: Downloader | None = None) -> dict[str, Any]:
+def prefetch_model(
+    hf_id: str, revision: str, dest: str | Path, *, download: Downloader | None = None
+) -> dict[str, Any]:
     """Download ``hf_id`` at ``revision`` into ``dest`` and write ``dest/prefetch.json``; return it.
 
     Fails (and writes no manifest) when the snapshot has no ``config.json`` or no weights: a run would

@@ -107,7 +107,9 @@ def check_reward(reward: str, where: str) -> None:
     tree = ast.parse(path.read_text(), filename=file)
     names = {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
     if fn not in names:
-        raise _error(f"{where}: {file} defines no function {fn}; allowed: one of {', '.join(sorted(names)) or '(none)'}")
+        raise _error(
+            f"{where}: {file} defines no function {fn}; allowed: one of {', '.join(sorted(names)) or '(none)'}"
+        )
 
 
 def study_tasks(raw: Mapping[str, Any], origin: str) -> dict[str, Task]:

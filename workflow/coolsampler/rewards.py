@@ -94,9 +94,7 @@ def score_math(solution_str: str, ground_truth: str, *, backend: str = "verl") -
         return float(math_reward.compute_score(solution_str, ground_truth))
     if backend == "math_verify":
         if importlib.util.find_spec("math_verify") is None:
-            raise ImportError(
-                "math_backend='math_verify' needs the math-verify package: pip install math-verify"
-            )
+            raise ImportError("math_backend='math_verify' needs the math-verify package: pip install math-verify")
         from verl.utils.reward_score import math_verify
 
         return float(math_verify.compute_score(solution_str, ground_truth))

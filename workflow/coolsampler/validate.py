@@ -154,9 +154,7 @@ def check_study(raw: Any, origin: str) -> None:
     if (where := _non_finite(raw)) is not None:
         raise _error(f"{origin}: {where}: not a finite number; allowed: finite numbers only (no .nan/.inf)")
     validator = jsonschema.Draft202012Validator(study_schema())
-    errors = sorted(
-        validator.iter_errors(raw), key=lambda e: (len(list(e.absolute_path)), str(e.absolute_path))
-    )
+    errors = sorted(validator.iter_errors(raw), key=lambda e: (len(list(e.absolute_path)), str(e.absolute_path)))
     if errors:
         err = errors[0]
         # Inside an anyOf/oneOf, descend only to an error *deeper* in the document (it names the
@@ -254,9 +252,7 @@ def check_figures(study: Study, origin: str) -> None:
                         raise _error(f"{where}: unknown setting {k!r}; allowed: {', '.join(sorted(allowed))}")
                     for opt in v if isinstance(v, list) else [v]:
                         if k == "Tb" and not tb_validator.is_valid(opt):
-                            raise _error(
-                                f"{where}.Tb: {opt!r} is not a temperature; allowed: a number or a Tb mapping"
-                            )
+                            raise _error(f"{where}.Tb: {opt!r} is not a temperature; allowed: a number or a Tb mapping")
                         if k in ("lr", "N", "seed", "steps", "val_every") and (
                             isinstance(opt, (str, bool)) or not isinstance(opt, (int, float))
                         ):
@@ -265,6 +261,4 @@ def check_figures(study: Study, origin: str) -> None:
                                 " (write 2.0e-6, not 2e-6, in YAML)"
                             )
             if not study.select(filters):
-                raise _error(
-                    f"{where}: selects no run of the study; allowed: filters that match at least one run"
-                )
+                raise _error(f"{where}: selects no run of the study; allowed: filters that match at least one run")
