@@ -53,7 +53,24 @@ rule prepare_data:
 
 # A study's own tasks from the Hub (tasks: {name: {hub: {dataset, revision, train, val}}}): each split
 # written as verl-format parquet, like the paper's data, on the submitting host.
-HUB_TASKS = {n: dict(t.hub) for n, t in STUDY.tasks.items() if t.hub}
+# (STUDY is the Snakefile's; this file also works alone, for the paper's data)
+_STUDY = globals().get("STUDY")
+HUB_TASKS = {
+    n: dict(t.hub) for n, t in (_STUDY.tasks if _STUDY else {}).items() if t.hub
+}
+MODELS_DIR = Layout.from_config(config, "results").models
+
+
+def prefetch_inputs(wildcards):
+    """Every pinned model's manifest (rule prefetch_model) and every hub task's parquet of the study."""
+    layout = Layout.from_config(config, "results")
+    models = {layout.model_weights(r.model_info) for r in _STUDY.runs}
+    tasks = [
+        layout.data_files(_STUDY.tasks[t])[s]
+        for t in HUB_TASKS
+        for s in ("train", "val")
+    ]
+    return sorted(m for m in models if m and m.endswith("prefetch.json")) + tasks
 
 
 rule prepare_hub_task:
@@ -79,9 +96,9 @@ rule prepare_hub_task:
 # of the study; rule train depends on each run's own.
 rule prefetch_model:
     output:
-        f"{LAYOUT.models}/hub/{{org}}/{{name}}/{{revision}}/prefetch.json",
+        f"{MODELS_DIR}/hub/{{org}}/{{name}}/{{revision}}/prefetch.json",
     log:
-        f"{LAYOUT.models}/logs/prefetch/{{org}}/{{name}}/{{revision}}.log",
+        f"{MODELS_DIR}/logs/prefetch/{{org}}/{{name}}/{{revision}}.log",
     wildcard_constraints:
         org=r"[A-Za-z0-9][A-Za-z0-9._-]*",
         name=r"[A-Za-z0-9][A-Za-z0-9._-]*",
@@ -96,17 +113,5 @@ rule prefetch_model:
 
 rule prefetch:
     input:
-        sorted(
-            {
-                f
-                for r in STUDY.runs
-                if (f := LAYOUT.model_weights(r.model_info))
-                and f.endswith("prefetch.json")
-            }
-        ),
-        [
-            LAYOUT.data_files(STUDY.tasks[t])[s]
-            for t in HUB_TASKS
-            for s in ("train", "val")
-        ],
+        prefetch_inputs,
     localrule: True
