@@ -221,3 +221,15 @@ def rehearsal_arms(wildcards):
         {"key": r.key, "arm": arm_label(r), "dir": x.layout.run_dir(r.key)}
         for r in x.study.runs
     ]
+
+
+# ---- prefetch (rule prefetch, data.smk) -----------------------------------------------------
+def prefetch_inputs(wildcards):
+    """Every pinned model's manifest (rule prefetch_model) and every hub task's parquet of the study."""
+    models = {LAYOUT.model_weights(r.model_info) for r in STUDY.runs}
+    tasks = [
+        LAYOUT.data_files(STUDY.tasks[t])[s]
+        for t in HUB_TASKS
+        for s in ("train", "val")
+    ]
+    return sorted(m for m in models if m and m.endswith("prefetch.json")) + tasks

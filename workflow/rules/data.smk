@@ -61,18 +61,6 @@ HUB_TASKS = {
 MODELS_DIR = Layout.from_config(config, "results").models
 
 
-def prefetch_inputs(wildcards):
-    """Every pinned model's manifest (rule prefetch_model) and every hub task's parquet of the study."""
-    layout = Layout.from_config(config, "results")
-    models = {layout.model_weights(r.model_info) for r in _STUDY.runs}
-    tasks = [
-        layout.data_files(_STUDY.tasks[t])[s]
-        for t in HUB_TASKS
-        for s in ("train", "val")
-    ]
-    return sorted(m for m in models if m and m.endswith("prefetch.json")) + tasks
-
-
 rule prepare_hub_task:
     output:
         parquet=f"{DATA}/{{task}}/{{split}}.parquet",
@@ -113,5 +101,5 @@ rule prefetch_model:
 
 rule prefetch:
     input:
-        prefetch_inputs,
+        lambda wc: prefetch_inputs(wc),  # common.smk (this file also works alone, without it)
     localrule: True
