@@ -13,6 +13,8 @@ smoke study's `results/smoke`; S = `results`, shared by every study; D = `data_d
     D/<task>/<split>.parquet (+ .manifest.json)                        prepared data (rules prepare_*, toy_data)
     D/rehearsal/<task>/<split>.parquet                                 the rehearsal's toy data (rule rehearsal_data)
     S/models/toy-qwen2[-rehearsal]/                                    generated models (rules toy_model, rehearsal_model)
+    M/hub/<org>/<name>/<revision>/ (+ prefetch.json)                   a study's pinned hub models (rule prefetch_model;
+                                                                       M = `models_dir`, default S/models)
     R/runs/<model>/<task>/<settings>/                                  one training run; <model>/<task>/<settings>
                                                                        is its run key (coolsampler.study), e.g.
                                                                        qwen2.5-math-1.5b/gsm8k/N192_lr2e-6_tis_Tb0.8_Tl1_s43

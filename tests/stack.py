@@ -64,16 +64,18 @@ def run_stack(
     pythonpath: str | None = None,
     timeout_s: float = 600,
     extra: list[str] | None = None,
+    recipe: dict | None = None,
 ) -> Path:
     """Train one run key on the CPU stack; returns verl's JSONL path. Fails loudly on any hang.
 
-    ``extra`` overrides replace the run's own override of the same key (Hydra refuses duplicates)."""
+    ``extra`` overrides replace the run's own override of the same key (Hydra refuses duplicates);
+    ``recipe`` entries (e.g. a study's ``logger``) update the smoke recipe."""
     run = parse_key(key)
     paths = RunPaths(model=str(world.model), train=str(world.train), val=str(world.val), out_dir=str(out))
     replaced = {e.split("=", 1)[0].lstrip("+") for e in extra or []}
     overrides = [
         o
-        for o in verl_overrides(run, paths, platform="cpu", study_recipe=SMOKE_RECIPE)
+        for o in verl_overrides(run, paths, platform="cpu", study_recipe={**SMOKE_RECIPE, **(recipe or {})})
         if o.split("=", 1)[0].lstrip("+") not in replaced
     ] + (extra or [])
     env = get_platform("cpu").env()

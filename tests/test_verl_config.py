@@ -139,3 +139,59 @@ def test_cli_fails_on_a_rejected_run(two_run_study: Path, capsys, monkeypatch):
         f"FAIL  {bad}: verl rejects its config: ValueError: Invalid loss_agg_mode: mean (in actor_rollout_ref.actor)",
         f"1/2 runs of {two_run_study} pass verl's config checks",
     ]
+
+
+# ---- a study's own model, task, tracker and extra overrides (issue 13) --------------------------------
+
+EXTEND = ROOT / "tests" / "fixtures" / "extend" / "study.yaml"
+
+
+@pytest.mark.parametrize("key", list(load_study(EXTEND).by_key()))
+def test_study_defined_model_task_tracker_and_extras_pass_verl_checks(key: str):
+    """The fixture's runs (a local model, a task whose reward is a function by path, TensorBoard, extra
+    overrides) compose into verl's config and pass its checks, the reward function found by name."""
+    overrides = overrides_for(key, EXTEND, "cpu")
+    cfg = compose_config(overrides)
+    assert cfg.reward.custom_reward_function.name == "score"
+    assert list(cfg.trainer.logger) == ["console", "file", "tensorboard"]
+    assert cfg.ray_kwargs.ray_init.runtime_env.env_vars.TENSORBOARD_DIR.endswith(f"{key}/tensorboard")
+    assert cfg.actor_rollout_ref.actor.grad_clip == 0.5
+    check_run_config(overrides, n_gpus=1, name=key)
+
+
+def test_an_extra_override_verl_does_not_know_is_rejected_by_its_composition(tmp_path: Path):
+    raw = yaml.safe_load(EXTEND.read_text())
+    raw["verl_overrides"] = ["actor_rollout_ref.actor.no_such_knob=1"]
+    study = tmp_path / "extend.yaml"
+    study.write_text(yaml.safe_dump(raw))
+    key = next(iter(load_study(study).by_key()))
+    with pytest.raises(VerlConfigError, match="no_such_knob"):
+        check_run_config(overrides_for(key, study, "cpu"), n_gpus=1, name=key)
+
+
+def test_a_hub_model_by_size_passes_verl_checks_on_its_gpus(tmp_path: Path):
+    """A 14B model the study adds by id: TP 4 and 8 GPUs by the size rule, which verl accepts."""
+    rev = "0" * 40
+    study = tmp_path / "hub.yaml"
+    study.write_text(
+        yaml.safe_dump(
+            {
+                "name": "hub",
+                "profile": "gpu",
+                "models": {"qwen2.5-14b": {"hf_id": "Qwen/Qwen2.5-14B", "revision": rev, "params_b": 14.8}},
+                "runs": [
+                    {
+                        "model": "qwen2.5-14b",
+                        "task": "gsm8k",
+                        "N": 4,
+                        "lr": 2.0e-6,
+                        "correction": "tis",
+                        "Tb": 1.0,
+                        "seed": 1,
+                    }
+                ],
+            }
+        )
+    )
+    key = next(iter(load_study(study).by_key()))
+    check_run_config(overrides_for(key, study, "gpu"), n_gpus=8, name=key)

@@ -25,8 +25,27 @@ def world(tmp_path_factory):
 @pytest.fixture(scope="module")
 def gate_run(world, tmp_path_factory):
     out = tmp_path_factory.mktemp("gate")
-    jsonl = run_stack(GATE_KEY, world, out, tap=True)
+    # the study's embedded tracker rides along (issue 13): TensorBoard event files in the run directory
+    jsonl = run_stack(GATE_KEY, world, out, tap=True, recipe={"logger": ["console", "file", "tensorboard"]})
     return out, records(jsonl)
+
+
+def test_tensorboard_tracker_logs_the_runs_scalars(gate_run):
+    """``logger: [tensorboard]`` reaches verl's own tracker, which writes event files under the run directory
+    holding the same scalars as verl's JSONL (read back with TensorBoard's EventAccumulator)."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    out, rec = gate_run
+    events = sorted((out / "tensorboard").rglob("events.out.tfevents.*"))
+    assert events, sorted(p.name for p in out.iterdir())
+    acc = EventAccumulator(str(events[0].parent), size_guidance={"scalars": 0})
+    acc.Reload()
+    tags = set(acc.Tags()["scalars"])
+    assert {"staleness/staleness", "actor/pg_loss"} <= tags, sorted(tags)[:20]
+    stale = {e.step: e.value for e in acc.Scalars("staleness/staleness")}
+    assert stale == {t: float((t - 1) % 4) for t in range(1, 13)}
+    loss = {e.step: e.value for e in acc.Scalars("actor/pg_loss")}
+    assert all(math.isclose(loss[t], rec[t]["actor/pg_loss"], rel_tol=1e-5, abs_tol=1e-7) for t in range(1, 13))
 
 
 def _load_model(world, state: dict[str, torch.Tensor]):

@@ -287,9 +287,7 @@ def hf_loader(revision: str | None = None) -> Loader:
     def load(dataset_id: str, config: str | None, hf_split: str, cache_dir: Path) -> Any:
         import datasets
 
-        return datasets.load_dataset(
-            dataset_id, config, split=hf_split, cache_dir=str(cache_dir), revision=revision
-        )
+        return datasets.load_dataset(dataset_id, config, split=hf_split, cache_dir=str(cache_dir), revision=revision)
 
     return load
 
@@ -368,9 +366,7 @@ def build_rows(spec: SplitSpec, source_rows: Iterable[Mapping[str, Any]]) -> lis
 
 
 def _schema(spec: SplitSpec) -> pa.Schema:
-    extra = pa.struct(
-        [("split", pa.string()), ("index", pa.int64())] + [(f, pa.string()) for f in spec.extra_fields]
-    )
+    extra = pa.struct([("split", pa.string()), ("index", pa.int64())] + [(f, pa.string()) for f in spec.extra_fields])
     return pa.schema(
         [
             ("data_source", pa.string()),
@@ -496,8 +492,7 @@ def prepare_task(
     if task not in TASK_SPLITS:
         raise DataError(f"unknown task {task!r}; known: {', '.join(TASK_SPLITS)}")
     return [
-        prepare_split(task, split, data_dir, cache_dir, loader=loader, revision=revision)
-        for split in TASK_SPLITS[task]
+        prepare_split(task, split, data_dir, cache_dir, loader=loader, revision=revision) for split in TASK_SPLITS[task]
     ]
 
 
@@ -509,4 +504,62 @@ def verify_manifest(manifest_path: str | os.PathLike[str]) -> dict[str, Any]:
     actual = sha256_file(parquet)
     if actual != manifest["sha256"]:
         raise DataError(f"{parquet} changed since it was prepared: sha256 {actual} != {manifest['sha256']}")
+    return manifest
+
+
+# --------------------------------------------------------------------------- a study's own hub tasks
+
+# What verl's RLHFDataset and reward managers read of every row (its own examples write these).
+VERL_COLUMNS: Final = ("prompt", "data_source", "reward_model")
+
+
+def prepare_hub_split(
+    hub: Mapping[str, str],
+    which: str,
+    parquet: str | os.PathLike[str],
+    cache_dir: str | os.PathLike[str],
+    loader: Loader | None = None,
+) -> dict[str, Any]:
+    """A study task's split (``which``: ``train`` or ``val``) from a Hub dataset already in verl's format
+    (``hub``: ``{dataset, revision, config?, train, val}``, the split names) into ``parquet``, with a
+    manifest beside it. Rows are taken as they are; missing verl columns are an error naming them."""
+    out = Path(parquet)
+    spec = SplitSpec(
+        task=out.parent.name,
+        split=which,
+        dataset_id=hub["dataset"],
+        config=hub.get("config"),
+        hf_split=hub[which],
+        expected=-1,  # no paper count: the study's own data
+        filter="none (the dataset is in verl's format)",
+        prompt_template="",
+        question_field="",
+        keep=_keep_all,
+        ground_truth=str,
+        extra_fields=(),
+    )
+    rows = load_source(spec, cache_dir, loader if loader is not None else hf_loader(hub["revision"]))
+    table = (
+        rows.data.table if hasattr(rows, "data") and hasattr(rows.data, "table") else pa.Table.from_pylist(list(rows))
+    )
+    missing = [c for c in VERL_COLUMNS if c not in table.column_names]
+    if missing:
+        raise DataError(
+            f"{hub['dataset']} split {hub[which]}: no column {', '.join(missing)}; verl needs {VERL_COLUMNS}"
+        )
+    _atomic_write(out, lambda p: pq.write_table(table, p))
+    manifest = {
+        "manifest_version": MANIFEST_VERSION,
+        "source": {
+            "dataset": hub["dataset"],
+            "config": hub.get("config"),
+            "split": hub[which],
+            "revision": hub["revision"],
+        },
+        "count": table.num_rows,
+        "parquet": out.name,
+        "sha256": sha256_file(out),
+    }
+    text = json.dumps(manifest, indent=2, sort_keys=True) + "\n"
+    _atomic_write(out.with_suffix(".manifest.json"), lambda p: p.write_text(text, encoding="utf-8"))
     return manifest

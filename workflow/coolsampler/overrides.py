@@ -8,13 +8,18 @@ never imports verl.
 from __future__ import annotations
 
 import importlib.util
-from dataclasses import dataclass
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from functools import cache
+from pathlib import Path
 from typing import Any
 
 from coolsampler.container import IMAGE_ATTENTION
-from coolsampler.platform import PLATFORMS, get_platform
-from coolsampler.settings import MODELS, PAPER_RECIPE, TASKS, checkpoint_interval
-from coolsampler.study import Run
+from coolsampler.platform import get_platform
+from coolsampler.registry import reward_target
+from coolsampler.settings import PAPER_RECIPE, Model, checkpoint_interval
+from coolsampler.study import DEFAULT_LOGGER, Run, Temperature
 
 
 @dataclass(frozen=True)
@@ -29,7 +34,7 @@ class RunPaths:
 
 def recipe_for(run: Run, study_recipe: dict[str, Any] | None = None) -> dict[str, Any]:
     """The paper recipe (Section 2), the task's lengths, then the study's overrides."""
-    task = TASKS[run.task]
+    task = run.task_info
     recipe = {
         **PAPER_RECIPE,
         "max_prompt_length": task.max_prompt_length,
@@ -38,6 +43,7 @@ def recipe_for(run: Run, study_recipe: dict[str, Any] | None = None) -> dict[str
         # a preempted or stalled run loses at most ~30 min (paper step times, coolsampler.settings)
         "save_every": checkpoint_interval(run.model, run.task),
         "deterministic": False,
+        "logger": list(DEFAULT_LOGGER),  # the study's ``logger:`` adds trackers
     }
     recipe.update(study_recipe or {})
     return recipe
@@ -53,7 +59,45 @@ def _fmt(v: Any) -> str:
         return repr(v)
     if v is None:
         return "null"
+    if isinstance(v, list):
+        return "[" + ",".join(_fmt(x) for x in v) + "]"
     return str(v)
+
+
+class _Raw(str):
+    """A value given as Hydra text (an extra override): passed on as written."""
+
+
+class _Quoted(str):
+    """A value that must reach verl as a string (Ray's env_vars), quoted for Hydra."""
+
+
+def _hydra(v: Any) -> str:
+    if isinstance(v, _Raw):
+        return str(v)
+    if isinstance(v, _Quoted):
+        return "'" + str(v) + "'"
+    return _fmt(v)
+
+
+# Ray's runtime environment of every verl actor (the trainer, workers, vLLM engines): verl merges
+# ``ray_kwargs.ray_init.runtime_env`` over its defaults (verl.trainer.main_ppo).
+RAY_ENV = "+ray_kwargs.ray_init.runtime_env.env_vars."
+TENSORBOARD_SUBDIR = "tensorboard"  # verl's tensorboard logger writes to $TENSORBOARD_DIR: <run dir>/tensorboard
+
+
+def reward_overrides(run: Run) -> dict[str, Any]:
+    """verl's ``reward.custom_reward_function`` for the run's task: ours (routed by data_source), verl's
+    built-in scorers (path null: verl's default_compute_score, routed by data_source) or the task's own
+    function by file."""
+    reward = run.task_info.reward
+    key = "reward.custom_reward_function"
+    if reward == "coolsampler":
+        return {f"{key}.path": _module_file("coolsampler.rewards"), f"{key}.name": "compute_score"}
+    if reward == "verl":
+        return {f"{key}.path": None, f"{key}.name": "compute_score"}
+    file, fn = reward_target(reward) or ("", "")
+    return {f"{key}.path": str(Path(file).resolve()), f"{key}.name": fn}
 
 
 def verl_overrides(
@@ -130,15 +174,20 @@ def verl_overrides(
         "trainer.default_local_dir": f"{paths.out_dir}/checkpoints",
         "trainer.project_name": experiment,
         "trainer.experiment_name": run.key.replace("/", "__"),
-        "trainer.logger": "[console,file]",
+        "trainer.logger": list(r["logger"]),
         "trainer.resume_mode": "auto",
         # Hydra's own output folder goes to the run directory, not the caller's working directory
         "hydra.run.dir": paths.out_dir,
         "hydra.output_subdir": None,
-        # rule-based correctness reward, routed per data source (coolsampler.rewards)
-        "reward.custom_reward_function.path": _module_file("coolsampler.rewards"),
-        "reward.custom_reward_function.name": "compute_score",
+        # the task's reward: rule-based correctness routed per data source (coolsampler.rewards), or the
+        # one the task names (verl's built-in scorers, or a function by file)
+        **reward_overrides(run),
     }
+    if "tensorboard" in r["logger"]:  # the embedded tracker: event files in the run directory
+        o[RAY_ENV + "TENSORBOARD_DIR"] = _Quoted(f"{paths.out_dir}/{TENSORBOARD_SUBDIR}")
+    if run.model_info.revision is not None:  # prefetched on the submitting host: never reach the hub
+        o[RAY_ENV + "HF_HUB_OFFLINE"] = _Quoted("1")
+        o[RAY_ENV + "TRANSFORMERS_OFFLINE"] = _Quoted("1")
     # correction
     if run.correction == "tis":
         o["algorithm.rollout_correction.rollout_is"] = "token"
@@ -149,14 +198,16 @@ def verl_overrides(
         o["algorithm.rollout_correction.rollout_is"] = None
         o["algorithm.rollout_correction.bypass_mode"] = True  # old log-prob := the sampler's
         o["actor_rollout_ref.actor.policy_loss.loss_mode"] = "mu_grpo"
-    # the paper's 4-GPU setting; other platforms substitute a named set of these (coolsampler.platform)
+    # the paper's 4-GPU setting (GPUs and TP from the model's size, coolsampler.settings); other platforms
+    # substitute a named set of these (coolsampler.platform)
+    model = run.model_info
     o.update(
         {
             "trainer.device": "cuda",
-            "trainer.n_gpus_per_node": PLATFORMS["gpu"].gpus_per_run,
+            "trainer.n_gpus_per_node": model.gpus_per_run,
             "trainer.nnodes": 1,
             "actor_rollout_ref.actor.strategy": "fsdp2",
-            "actor_rollout_ref.rollout.tensor_model_parallel_size": MODELS[run.model].tensor_parallel,
+            "actor_rollout_ref.rollout.tensor_model_parallel_size": model.tensor_parallel,
             "actor_rollout_ref.rollout.gpu_memory_utilization": 0.5,
             "actor_rollout_ref.model.enable_gradient_checkpointing": True,
             # sdpa on verl's padded path: the image has no flash_attn (coolsampler.container)
@@ -165,7 +216,107 @@ def verl_overrides(
     )
     plat = get_platform(platform)
     o = plat.apply(o, micro_batch=plat.micro_batch(prompts, n))
-    return [f"{k}={_fmt(v)}" for k, v in o.items()]
+    return _with_extra(o, run.verl_extra)
+
+
+def _bare(key: str) -> str:
+    return key.lstrip("+~")
+
+
+def _with_extra(o: dict[str, Any], extra: Sequence[str]) -> list[str]:
+    """The overrides with the run's extra ones (``verl_overrides:``) last: one that names a key already set
+    replaces its value there (Hydra refuses a key given twice), ``~key`` removes it; the others append."""
+    index = {_bare(k): k for k in o}
+    tail: list[str] = []
+    for item in extra:
+        key, eq, value = item.partition("=")
+        have = index.get(_bare(key))
+        if have is not None and key.startswith("~"):
+            del o[have]
+        elif have is not None and eq:
+            o[have] = _Raw(value)
+        else:
+            tail.append(item)
+    return [f"{k}={_hydra(v)}" for k, v in o.items()] + tail
+
+
+# --------------------------------------------------------------------------------------------------
+# Extra verl overrides: what they may not touch
+
+
+class ExtraOverrideError(ValueError):
+    """An extra verl override that is malformed or would change what the run key (or the pipeline) holds."""
+
+
+EXTRA_RE = re.compile(r"^(\+\+|\+|~)?[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z0-9_]+)*(=.*)?$")
+
+
+@cache
+def key_held_overrides() -> frozenset[str]:
+    """The verl keys whose values follow from the run key (its settings, its model and task, their paths
+    and reward), the trackers or the run directory: derived by building the overrides of runs that differ
+    in one of those at a time and collecting every key whose value changes. An extra override of one of
+    these would make the key lie (or move the pipeline's own files), so it is refused."""
+    base = Run("toy-qwen2", "arith", 4, 1e-4, "tis", Temperature("fixed", 1.0), 1.0, 1, 64, 8)
+    small = Model("a", "org/a", "1B", 1.0)
+    variants = [
+        replace(base, N=8),
+        replace(base, lr=2e-4),
+        replace(base, correction="none"),
+        replace(base, correction="mu_grpo"),
+        replace(base, Tb=Temperature("fixed", 0.8)),
+        replace(base, Tb=Temperature("linear", 0.8, 1.0)),
+        replace(base, Tb=Temperature("saturation", 0.8, None, True, "global", "all_equal")),
+        replace(base, Tb=Temperature("kl_cooling", 0.8)),
+        replace(base, Tl="tied"),
+        replace(base, Tl=0.9),
+        replace(base, seed=2),
+        replace(base, steps=32),
+        replace(base, val_every=4),
+        replace(base, replicate="rerun"),
+        replace(base, replicate="cut"),
+        replace(base, model="a", model_spec=replace(small, revision="r")),
+        replace(base, model="b", model_spec=replace(small, name="b", params_b=70.0, gpus=8)),
+        replace(base, task_spec=replace(base.task_info, reward="verl")),
+        replace(base, task_spec=replace(base.task_info, reward="f.py:g")),
+        replace(
+            base, task="t", task_spec=replace(base.task_info, name="t", max_prompt_length=64, max_response_length=64)
+        ),
+    ]
+    paths = RunPaths("m", "t.parquet", "v.parquet", "/o")
+    other_paths = RunPaths("m2", "t2.parquet", "v2.parquet", "/o2")
+
+    def build(run: Run, p: RunPaths = paths, **kw: Any) -> dict[str, str]:
+        return {_bare(k): v for k, _, v in (x.partition("=") for x in verl_overrides(run, p, platform="gpu", **kw))}
+
+    ref = build(base)
+    others = [build(v) for v in variants]
+    others += [build(base, other_paths), build(base, experiment="other")]
+    others += [build(base, study_recipe={"logger": ["console", "file", "tensorboard"]})]
+    held: set[str] = set()
+    for o in others:
+        held |= {k for k in ref.keys() | o.keys() if ref.get(k) != o.get(k)}
+    return frozenset(held)
+
+
+def check_extra_overrides(run: Run) -> None:
+    """Each extra override is Hydra-shaped, given once, and touches no key the run key or the pipeline
+    holds (nor a parent or child of one: ``algorithm.rollout_correction={...}`` would rewrite the correction)."""
+    held = key_held_overrides()
+    seen: set[str] = set()
+    for item in run.verl_extra:
+        if not EXTRA_RE.match(item) or ("=" not in item and not item.startswith("~")):
+            raise ExtraOverrideError(f"{item!r} is not a Hydra override; allowed: key=value, +key=value, ~key")
+        key = _bare(item.partition("=")[0])
+        if key in seen:
+            raise ExtraOverrideError(f"{key} is given twice; allowed: once")
+        seen.add(key)
+        clash = next((h for h in sorted(held) if h == key or h.startswith(key + ".") or key.startswith(h + ".")), None)
+        if clash is not None:
+            raise ExtraOverrideError(
+                f"{item!r} would change {clash}, which the run key or the pipeline sets; allowed: any other verl"
+                " key (set the model, task, N, lr, correction, Tb, Tl, seed, steps, val_every, logger in the study)"
+            )
 
 
 def cpu_overrides() -> dict[str, Any]:

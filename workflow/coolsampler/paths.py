@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from coolsampler.settings import MODELS, TASKS
+from coolsampler.settings import MODELS, TASKS, Model, Task
 
 SHARED = "results"
 REHEARSAL_DIR = "rehearsal"
@@ -27,13 +27,23 @@ class Layout:
     shared: str = SHARED  # S
     data_dir: str | None = None  # D (default S/data)
     rehearsal: bool = False
+    models_dir: str | None = None  # M (default S/models): generated and prefetched models
 
     @classmethod
     def from_config(cls, config: dict[str, Any], results: str | Path) -> Layout:
-        return cls(str(results), SHARED, str(config["data_dir"]) if config.get("data_dir") else None)
+        return cls(
+            str(results),
+            SHARED,
+            str(config["data_dir"]) if config.get("data_dir") else None,
+            models_dir=str(config["models_dir"]) if config.get("models_dir") else None,
+        )
 
     def rehearsal_layout(self) -> Layout:
-        return Layout(f"{self.results}/{REHEARSAL_DIR}", self.shared, self.data_dir, rehearsal=True)
+        return Layout(f"{self.results}/{REHEARSAL_DIR}", self.shared, self.data_dir, True, self.models_dir)
+
+    @property
+    def models(self) -> str:
+        return self.models_dir or f"{self.shared}/models"
 
     @property
     def data(self) -> str:
@@ -56,37 +66,65 @@ class Layout:
         return REHEARSAL_MODEL if self.rehearsal else model
 
     def model_dir(self, model: str) -> str:
-        return f"{self.shared}/models/{model}"
+        return f"{self.models}/{model}"
 
-    def model_weights(self, model: str) -> str | None:
-        """The generated model's weights file a run depends on, or None for a hub model (fetched by verl)."""
-        name = self.model_name(model)
-        if name == REHEARSAL_MODEL or MODELS[name].source == "generated":
+    def prefetch_dir(self, hf_id: str, revision: str) -> str:
+        """Where rule prefetch_model puts a hub model at a pinned revision (M/hub/<org>/<name>/<revision>)."""
+        return f"{self.models}/hub/{hf_id}/{revision}"
+
+    def _model(self, model: str | Model) -> tuple[str, Model | None]:
+        """(name, definition) of the model a run loads; the rehearsal's stand-in has no definition here."""
+        name = self.model_name(model if isinstance(model, str) else model.name)
+        if name == REHEARSAL_MODEL:
+            return name, None
+        return name, MODELS[name] if isinstance(model, str) else model
+
+    def model_weights(self, model: str | Model) -> str | None:
+        """The local file a run depends on: a generated model's weights, a prefetched model's manifest
+        (rule prefetch_model), a local model's config.json (weights of a generated model's directory);
+        None for a hub model without a pinned revision (fetched by verl)."""
+        name, m = self._model(model)
+        if m is None or m.source == "generated":
             return f"{self.model_dir(name)}/model.safetensors"
+        if m.path is not None:
+            generated = {self.model_dir(k) for k, v in MODELS.items() if v.source == "generated"}
+            made = Path(m.path).as_posix().rstrip("/") in generated
+            return f"{m.path.rstrip('/')}/{'model.safetensors' if made else 'config.json'}"
+        if m.revision is not None:
+            return f"{self.prefetch_dir(m.source, m.revision)}/prefetch.json"
         return None
 
-    def model_path(self, model: str) -> str:
-        """What verl loads: a local directory (generated models) or the hub id."""
-        name = self.model_name(model)
-        return self.model_dir(name) if self.model_weights(model) else MODELS[name].source
+    def model_path(self, model: str | Model) -> str:
+        """What verl loads: a local directory (generated, local or prefetched models) or the hub id."""
+        name, m = self._model(model)
+        if m is None or m.source == "generated":
+            return self.model_dir(name)
+        if m.path is not None:
+            return m.path.rstrip("/")
+        if m.revision is not None:
+            return self.prefetch_dir(m.source, m.revision)
+        return m.source
 
     def task_data(self, task: str, split: str) -> str:
         base = f"{self.data}/{REHEARSAL_DIR}" if self.rehearsal else self.data
         return f"{base}/{task}/{split}.parquet"
 
-    def data_files(self, task: str) -> dict[str, str]:
-        t = TASKS[task]
-        return {"train": self.task_data(task, t.train), "val": self.task_data(task, t.val)}
+    def data_files(self, task: str | Task) -> dict[str, str]:
+        """A task's train and val parquet: the files a study task names, else D/<task>/<split>.parquet."""
+        t = TASKS[task] if isinstance(task, str) else task
+        if t.train_file is not None and t.val_file is not None and not self.rehearsal:
+            return {"train": t.train_file, "val": t.val_file}
+        return {"train": self.task_data(t.name, t.train), "val": self.task_data(t.name, t.val)}
 
 
 def run_paths(layout: Layout, run: Any):
     """The absolute paths rule train gives verl for ``run`` (``coolsampler.overrides.RunPaths``)."""
     from coolsampler.overrides import RunPaths
 
-    files = layout.data_files(run.task)
-    model = layout.model_path(run.model)
+    files = layout.data_files(run.task_info)
+    model = layout.model_path(run.model_info)
     return RunPaths(
-        model=str(Path(model).resolve()) if layout.model_weights(run.model) else model,
+        model=str(Path(model).resolve()) if layout.model_weights(run.model_info) else model,
         train=str(Path(files["train"]).resolve()),
         val=str(Path(files["val"]).resolve()),
         out_dir=str(Path(layout.run_dir(run.key)).resolve()),

@@ -76,9 +76,7 @@ def choose_runs(study: Study) -> list[Run]:
 
 def rehearsal_run(run: Run) -> Run:
     """The paper run with the rehearsal's steps and validation interval (a cut run one step short)."""
-    from coolsampler.settings import TASKS
-
-    short = run.steps < TASKS[run.task].steps
+    short = run.steps < run.task_info.steps
     return replace(run, steps=REHEARSAL_STEPS - 1 if short else REHEARSAL_STEPS, val_every=REHEARSAL_VAL_EVERY)
 
 
@@ -92,6 +90,8 @@ def rehearsal_study(study: Study, results: str | Path) -> Study:
         figures=study.figures,
         recipe=dict(REHEARSAL_RECIPE),
         raw={**study.raw, "name": f"{study.name}-rehearsal", "profile": "cpu"},
+        models=study.models,
+        tasks=study.tasks,
     )
 
 

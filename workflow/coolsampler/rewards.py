@@ -30,14 +30,18 @@ Routing on ``data_source`` (the parquet column written by ``coolsampler.data`` /
 * The smoke study's synthetic task (``arith``): exact match of the stripped response, or of the text
   after its last ``=``, to the stripped ground truth.
 
-Any other ``data_source`` raises ``NotImplementedError``: scoring unknown data as 0 would look like a
-model that never learns.
+Any other ``data_source`` raises ``NotImplementedError`` (scoring unknown data as 0 would look like a
+model that never learns) unless the task names its reward (``reward=`` in ``reward_kwargs``: ``verl``,
+verl's built-in ``default_compute_score``, or ``FILE.py:FUNCTION``), which then scores it. A study task
+with its own reward normally reaches verl directly (``coolsampler.overrides.reward_overrides`` sets
+``reward.custom_reward_function`` to it); the fallback is for data that mixes sources.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import re
+from collections.abc import Callable
 from typing import Any, Final
 
 GSM8K_SOURCES: Final = frozenset({"openai/gsm8k", "gsm8k"})
@@ -90,9 +94,7 @@ def score_math(solution_str: str, ground_truth: str, *, backend: str = "verl") -
         return float(math_reward.compute_score(solution_str, ground_truth))
     if backend == "math_verify":
         if importlib.util.find_spec("math_verify") is None:
-            raise ImportError(
-                "math_backend='math_verify' needs the math-verify package: pip install math-verify"
-            )
+            raise ImportError("math_backend='math_verify' needs the math-verify package: pip install math-verify")
         from verl.utils.reward_score import math_verify
 
         return float(math_verify.compute_score(solution_str, ground_truth))
@@ -119,12 +121,13 @@ def compute_score(
     *,
     gsm8k_accept_boxed: bool = False,
     math_backend: str = "verl",
+    reward: str | None = None,
     **kwargs: Any,
-) -> float:
+) -> float | dict[str, Any]:
     """verl custom reward: 1.0 for a correct final answer, 0.0 otherwise, routed on ``data_source``.
 
     ``extra_info`` and further ``kwargs`` (verl passes e.g. ``reward_router_address``) are accepted
-    and ignored; ``gsm8k_accept_boxed`` and ``math_backend`` come from ``reward_kwargs``.
+    and ignored; ``gsm8k_accept_boxed``, ``math_backend`` and ``reward`` come from ``reward_kwargs``.
     """
     source = str(data_source)
     truth = str(ground_truth)
@@ -134,5 +137,27 @@ def compute_score(
         return score_math(solution_str, truth, backend=math_backend)
     if source in ARITH_SOURCES:
         return score_arith(solution_str, truth)
+    if reward is not None:
+        return named_reward(reward)(
+            data_source=source, solution_str=solution_str, ground_truth=ground_truth, extra_info=extra_info, **kwargs
+        )
     known = sorted(GSM8K_SOURCES | MATH_SOURCES | ARITH_SOURCES)
     raise NotImplementedError(f"no reward for data_source={source!r}; known: {known}")
+
+
+def named_reward(reward: str) -> Callable[..., Any]:
+    """The scorer a task names: ``verl`` (verl's ``default_compute_score``, routed by data_source) or
+    ``FILE.py:FUNCTION`` (loaded from the file, as verl loads ``custom_reward_function.path``)."""
+    if reward == "verl":
+        from verl.utils.reward_score import default_compute_score
+
+        return default_compute_score
+    file, sep, name = reward.rpartition(":")
+    if not sep or not file.endswith(".py"):
+        raise ValueError(f"reward {reward!r}: allowed verl or FILE.py:FUNCTION")
+    spec = importlib.util.spec_from_file_location(f"coolsampler_reward_{abs(hash(file))}", file)
+    if spec is None or spec.loader is None:
+        raise FileNotFoundError(file)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return getattr(module, name)

@@ -7,9 +7,15 @@ relative path that holds every per-run setting, e.g.::
 
 ``model/task/N<refresh>_lr<lr>_<correction>_Tb<sampler T>_Tl<learner T>_s<seed>`` followed, only
 where they differ from the task's defaults, by ``_st<steps>`` and ``_v<val interval>``, and by
-``_cut`` / ``_rerun`` for replicates. ``parse_key`` inverts ``Run.key`` exactly, so a Snakemake
-wildcard is turned back into settings without a lookup table, and anything that does not parse is
-rejected (no shell can hide in a key).
+``_cut`` / ``_rerun`` for replicates, and by ``_x<hash>`` when the run passes extra verl overrides
+(``verl_overrides:``; the hash is of the sorted list, so two runs differing only there never share a
+directory). ``parse_key`` inverts ``Run.key`` exactly, so a Snakemake wildcard is turned back into
+settings without a lookup table (an ``_x`` key needs its study, which holds the overrides), and anything
+that does not parse is rejected (no shell can hide in a key).
+
+Models and tasks are the paper's (``coolsampler.settings``) plus any the study defines in its
+``models:`` and ``tasks:`` blocks; a run carries the definitions it uses (``Run.model_info``,
+``Run.task_info``), so everything downstream reads them from the run.
 
 Study-wide recipe settings (batch shape, lengths) live in the study's ``recipe`` block and in
 ``coolsampler.settings``; the run directory records the fully resolved configuration.
@@ -19,6 +25,7 @@ This module never imports verl, vLLM or torch.
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import re
 from collections.abc import Iterable, Mapping
@@ -37,6 +44,8 @@ from coolsampler.settings import (
     SATURATION_RULES,
     SCOPES,
     TASKS,
+    Model,
+    Task,
 )
 
 # the saturation controller's options, defaults first: defined where the rule lives (a pure-Python
@@ -189,10 +198,30 @@ class Run:
     val_every: int
     replicate: str | None = None
     source: str = field(default="", compare=False)  # where in the paper the run comes from
+    # extra verl overrides (``verl_overrides:``), sorted; part of the run's identity (key suffix _x<hash>)
+    verl_extra: tuple[str, ...] = field(default=(), repr=False)  # not in repr: Snakemake params of old runs
+    # the definitions of a study's own model / task (None: the built-in one of that name)
+    model_spec: Model | None = field(default=None, compare=False, repr=False)
+    task_spec: Task | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def model_info(self) -> Model:
+        return self.model_spec if self.model_spec is not None else MODELS[self.model]
+
+    @property
+    def task_info(self) -> Task:
+        return self.task_spec if self.task_spec is not None else TASKS[self.task]
+
+    @property
+    def extra_token(self) -> str | None:
+        """``x<8 hex>``: the hash of the extra verl overrides, or None without any."""
+        if not self.verl_extra:
+            return None
+        return "x" + hashlib.sha256("\n".join(self.verl_extra).encode()).hexdigest()[:8]
 
     @property
     def key(self) -> str:
-        task = TASKS[self.task]
+        task = self.task_info
         tl = "tied" if self.Tl == "tied" else _num(self.Tl)
         name = f"N{self.N}_lr{_num(self.lr)}_{self.correction}_{self.Tb.token()}_Tl{tl}_s{self.seed}"
         if self.steps != task.steps:
@@ -201,6 +230,8 @@ class Run:
             name += f"_v{self.val_every}"
         if self.replicate:
             name += f"_{self.replicate}"
+        if self.extra_token:
+            name += f"_{self.extra_token}"
         return f"{self.model}/{self.task}/{name}"
 
     @property
@@ -231,31 +262,43 @@ class Run:
             "val_every": self.val_every,
             "replicate": self.replicate,
             "key": self.key,
+            **({"verl_overrides": list(self.verl_extra)} if self.verl_extra else {}),
         }
 
 
 _NAME_RE = re.compile(
     rf"^N(?P<N>\d+)_lr(?P<lr>{_NUM_RE})_(?P<corr>tis|none|mu_grpo)_(?P<tb>Tb[a-z]*{_NUM_RE}(?:-{_NUM_RE})?{_SAT_SUFFIX_RE})"
     rf"_Tl(?P<tl>tied|{_NUM_RE})_s(?P<seed>\d+)(?:_st(?P<steps>\d+))?(?:_v(?P<val>\d+))?"
-    rf"(?:_(?P<rep>cut|rerun))?$"
+    rf"(?:_(?P<rep>cut|rerun))?(?:_(?P<extra>x[0-9a-f]{{8}}))?$"
 )
-KEY_WILDCARD_RE = r"[a-z0-9](?:[a-z0-9\-]|\.(?!\.))*/[a-z0-9]+/N\d+_lr[0-9.e\-]+_(?:tis|none|mu_grpo)_Tb[a-z0-9.\-]+_Tl[a-z0-9.]+_s\d+(?:_st\d+)?(?:_v\d+)?(?:_cut|_rerun)?"  # noqa: E501
+KEY_WILDCARD_RE = r"[a-z0-9](?:[a-z0-9\-]|\.(?!\.))*/[a-z0-9]+/N\d+_lr[0-9.e\-]+_(?:tis|none|mu_grpo)_Tb[a-z0-9.\-]+_Tl[a-z0-9.]+_s\d+(?:_st\d+)?(?:_v\d+)?(?:_cut|_rerun)?(?:_x[0-9a-f]{8})?"  # noqa: E501
 
 
-def parse_key(key: str) -> Run:
-    """Turn a run key back into a Run. Raises ValueError naming what does not parse."""
+def parse_key(key: str, study: Study | None = None) -> Run:
+    """Turn a run key back into a Run. Raises ValueError naming what does not parse.
+
+    With ``study``, a run it lists is returned as listed, and its models and tasks are known; a key with
+    extra verl overrides (``_x<hash>``) can only come from a study that lists it."""
+    if study is not None and key in (runs := study.by_key()):
+        return runs[key]
+    models = study.models if study is not None else MODELS
+    tasks = study.tasks if study is not None else TASKS
     parts = key.split("/")
     if len(parts) != 3:
         raise ValueError(f"run key {key!r}: expected <model>/<task>/<settings>")
     model, task, name = parts
-    if model not in MODELS:
-        raise ValueError(f"run key {key!r}: unknown model {model!r} (allowed: {', '.join(MODELS)})")
-    if task not in TASKS:
-        raise ValueError(f"run key {key!r}: unknown task {task!r} (allowed: {', '.join(TASKS)})")
+    if model not in models:
+        raise ValueError(f"run key {key!r}: unknown model {model!r} (allowed: {', '.join(models)})")
+    if task not in tasks:
+        raise ValueError(f"run key {key!r}: unknown task {task!r} (allowed: {', '.join(tasks)})")
     m = _NAME_RE.match(name)
     if not m:
         raise ValueError(f"run key {key!r}: settings part {name!r} does not parse")
-    t = TASKS[task]
+    if m["extra"]:
+        raise ValueError(
+            f"run key {key!r}: extra verl overrides ({m['extra']}) are known only to the study that lists the run"
+        )
+    t = tasks[task]
     run = Run(
         model=model,
         task=task,
@@ -268,6 +311,8 @@ def parse_key(key: str) -> Run:
         steps=int(m["steps"]) if m["steps"] else t.steps,
         val_every=int(m["val"]) if m["val"] else t.val_every,
         replicate=m["rep"],
+        model_spec=models[model] if models[model] is not MODELS.get(model) else None,
+        task_spec=t if t is not TASKS.get(task) else None,
     )
     if run.key != key:
         raise ValueError(f"run key {key!r} is not canonical (canonical form: {run.key!r})")
@@ -278,6 +323,10 @@ def parse_key(key: str) -> Run:
 # Studies
 
 RUN_FIELDS = ("model", "task", "N", "lr", "correction", "Tb", "Tl", "seed", "steps", "val_every", "replicate")
+# Tracker backends of verl's trainer.logger a study may add to the default (console: the progress lines;
+# file: train.jsonl, which the analysis reads, so both are always on). Secrets come from the environment.
+LOGGERS = ("console", "file", "tensorboard", "wandb", "mlflow")
+DEFAULT_LOGGER = ("console", "file")
 
 
 class StudyError(ValueError):
@@ -292,6 +341,9 @@ class Study:
     figures: dict[str, dict[str, dict[str, Any]]]
     recipe: dict[str, Any]
     raw: dict[str, Any]
+    # the built-in models and tasks plus the study's own (``models:``, ``tasks:``)
+    models: dict[str, Model] = field(default_factory=lambda: dict(MODELS))
+    tasks: dict[str, Task] = field(default_factory=lambda: dict(TASKS))
 
     def run_dir(self, run: Run) -> Path:
         return self.results / "runs" / run.key
@@ -330,7 +382,7 @@ def _eq(a: Any, b: Any) -> bool:
 
 def _expand(entry: Mapping[str, Any]) -> Iterable[dict[str, Any]]:
     """A run entry whose values may be lists: the cross product of those lists."""
-    grid_keys = [k for k, v in entry.items() if isinstance(v, list) and k != "source"]
+    grid_keys = [k for k, v in entry.items() if isinstance(v, list) and k not in ("source", "verl_overrides")]
     if not grid_keys:
         yield dict(entry)
         return
@@ -340,8 +392,14 @@ def _expand(entry: Mapping[str, Any]) -> Iterable[dict[str, Any]]:
         yield out
 
 
-def _make_run(settings: Mapping[str, Any]) -> Run:
-    task = TASKS[settings["task"]]
+def _make_run(
+    settings: Mapping[str, Any],
+    models: Mapping[str, Model] = MODELS,
+    tasks: Mapping[str, Task] = TASKS,
+    extra: Iterable[str] = (),
+) -> Run:
+    task = tasks[settings["task"]]
+    model = models[settings["model"]]
     return Run(
         model=settings["model"],
         task=settings["task"],
@@ -355,6 +413,9 @@ def _make_run(settings: Mapping[str, Any]) -> Run:
         val_every=int(settings.get("val_every", task.val_every)),
         replicate=settings.get("replicate"),
         source=str(settings.get("source", "")),
+        verl_extra=tuple(sorted({*extra, *settings.get("verl_overrides", [])})),
+        model_spec=model if model is not MODELS.get(model.name) else None,
+        task_spec=task if task is not TASKS.get(task.name) else None,
     )
 
 
@@ -372,15 +433,29 @@ def study_from_dict(raw: Any, *, origin: str = "study", results: str | Path | No
     from coolsampler.validate import check_study  # schema + semantic checks, one-line errors
 
     check_study(raw, origin)
+    from coolsampler.registry import study_models, study_tasks
+
+    models, tasks = study_models(raw, origin), study_tasks(raw, origin)
+    from coolsampler.validate import check_names
+
+    check_names(raw, origin, models, tasks)
     defaults = raw.get("defaults", {})
+    study_extra = list(raw.get("verl_overrides") or [])
     runs: list[Run] = []
     where: dict[str, str] = {}
     for i, entry in enumerate(raw["runs"]):
         for settings in _expand({**defaults, **entry}):
             from coolsampler.validate import check_run_settings
 
-            check_run_settings(settings, f"{origin}: runs[{i}]")
-            run = _make_run(settings)
+            check_run_settings(settings, f"{origin}: runs[{i}]", models, tasks)
+            run = _make_run(settings, models, tasks, study_extra)
+            if run.verl_extra:
+                from coolsampler.overrides import ExtraOverrideError, check_extra_overrides
+
+                try:
+                    check_extra_overrides(run)
+                except ExtraOverrideError as err:
+                    raise StudyError(f"{origin}: runs[{i}].verl_overrides: {err}") from None
             if run.key in where:
                 raise StudyError(
                     f"{origin}: runs[{i}]: duplicate run {run.key} (already defined by {where[run.key]});"
@@ -393,13 +468,20 @@ def study_from_dict(raw: Any, *, origin: str = "study", results: str | Path | No
         results=Path(results if results is not None else raw.get("results", f"results/{raw['name']}")),
         runs=runs,
         figures=raw.get("figures", {}) or {},
-        recipe=raw.get("recipe", {}) or {},
+        recipe={**(raw.get("recipe", {}) or {}), **({"logger": _logger(raw)} if "logger" in raw else {})},
         raw=raw,
+        models=models,
+        tasks=tasks,
     )
     from coolsampler.validate import check_figures
 
     check_figures(study, origin)
     return study
+
+
+def _logger(raw: Mapping[str, Any]) -> list[str]:
+    """The study's trackers: console and file always (progress lines, train.jsonl), then the ones it names."""
+    return list(dict.fromkeys([*DEFAULT_LOGGER, *raw["logger"]]))
 
 
 def with_settings(run: Run, **changes: Any) -> Run:

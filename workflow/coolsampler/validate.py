@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import jsonschema
 import yaml
 
-from coolsampler.settings import MODELS, TASKS
+from coolsampler.settings import MODELS, TASKS, Model, Task
 
 if TYPE_CHECKING:
     from coolsampler.study import Study
@@ -154,9 +154,7 @@ def check_study(raw: Any, origin: str) -> None:
     if (where := _non_finite(raw)) is not None:
         raise _error(f"{origin}: {where}: not a finite number; allowed: finite numbers only (no .nan/.inf)")
     validator = jsonschema.Draft202012Validator(study_schema())
-    errors = sorted(
-        validator.iter_errors(raw), key=lambda e: (len(list(e.absolute_path)), str(e.absolute_path))
-    )
+    errors = sorted(validator.iter_errors(raw), key=lambda e: (len(list(e.absolute_path)), str(e.absolute_path)))
     if errors:
         err = errors[0]
         # Inside an anyOf/oneOf, descend only to an error *deeper* in the document (it names the
@@ -169,7 +167,6 @@ def check_study(raw: Any, origin: str) -> None:
             err = max(deeper, key=lambda e: len(list(e.absolute_path)))
         err = _tb_branch(err) or err
         raise _error(_message(origin, err))
-    _check_names(raw, origin)
     timeout, stall = raw.get("timeout_min"), raw.get("stall_min")
     if timeout is not None and stall is not None and stall >= timeout:
         raise _error(
@@ -178,12 +175,14 @@ def check_study(raw: Any, origin: str) -> None:
         )
 
 
-def _check_names(raw: dict[str, Any], origin: str) -> None:
+def check_names(
+    raw: dict[str, Any], origin: str, models: dict[str, Model] = MODELS, tasks: dict[str, Task] = TASKS
+) -> None:
     """Model and task names where they are written (defaults or a run entry), not where expanded."""
     entries = [("defaults", raw.get("defaults") or {})]
     entries += [(f"runs[{i}]", e) for i, e in enumerate(raw["runs"])]
     for where, entry in entries:
-        for key, table in (("model", MODELS), ("task", TASKS)):
+        for key, table in (("model", models), ("task", tasks)):
             if key not in entry:
                 continue
             values = entry[key] if isinstance(entry[key], list) else [entry[key]]
@@ -193,22 +192,25 @@ def _check_names(raw: dict[str, Any], origin: str) -> None:
                     raise _error(f"{origin}: {field}: {v!r} is not valid; allowed: {', '.join(table)}")
 
 
-def check_run_settings(s: dict[str, Any], where: str) -> None:
-    """Checks across fields of one expanded run."""
+def check_run_settings(
+    s: dict[str, Any], where: str, models: dict[str, Model] = MODELS, tasks: dict[str, Task] = TASKS
+) -> None:
+    """Checks across fields of one expanded run (``models``/``tasks``: the study's, built-ins included)."""
     for key in ("model", "task", "N", "lr", "correction", "Tb", "seed"):
         if key not in s:
             raise _error(f"{where}: missing {key} (set it in the run or in defaults)")
-    if s["model"] not in MODELS:
-        raise _error(f"{where}.model: {s['model']!r} is not valid; allowed: {', '.join(MODELS)}")
-    if s["task"] not in TASKS:
-        raise _error(f"{where}.task: {s['task']!r} is not valid; allowed: {', '.join(TASKS)}")
-    if (s["model"] == "toy-qwen2") != (s["task"] == "arith"):
+    if s["model"] not in models:
+        raise _error(f"{where}.model: {s['model']!r} is not valid; allowed: {', '.join(models)}")
+    if s["task"] not in tasks:
+        raise _error(f"{where}.task: {s['task']!r} is not valid; allowed: {', '.join(tasks)}")
+    builtin = models[s["model"]] is MODELS.get(s["model"]) and tasks[s["task"]] is TASKS.get(s["task"])
+    if builtin and (s["model"] == "toy-qwen2") != (s["task"] == "arith"):
         raise _error(
             f"{where}: model {s['model']!r} with task {s['task']!r} contradict each other;"
             " allowed: toy-qwen2 with arith, the Qwen2.5-Math models with gsm8k or math"
         )
-    steps = int(s.get("steps", TASKS[s["task"]].steps))
-    if int(s.get("val_every", TASKS[s["task"]].val_every)) > steps:
+    steps = int(s.get("steps", tasks[s["task"]].steps))
+    if int(s.get("val_every", tasks[s["task"]].val_every)) > steps:
         raise _error(f"{where}.val_every: {s.get('val_every')} exceeds steps {steps}; allowed: 1..steps")
     tb = s["Tb"]
     if isinstance(tb, dict) and s.get("Tl") == "tied":
@@ -219,10 +221,10 @@ def check_run_settings(s: dict[str, Any], where: str) -> None:
     for opt in ("kl_gate", "scope", "saturated"):
         if isinstance(tb, dict) and opt in tb and tb.get("controller") != "saturation":
             raise _error(f"{where}.Tb.{opt}: only the saturation controller has it; allowed: remove it")
-    if s.get("replicate") == "cut" and int(s.get("steps", TASKS[s["task"]].steps)) >= TASKS[s["task"]].steps:
+    if s.get("replicate") == "cut" and int(s.get("steps", tasks[s["task"]].steps)) >= tasks[s["task"]].steps:
         raise _error(
             f"{where}.steps: a 'cut' replicate must say at which step it ended;"
-            f" allowed: steps < {TASKS[s['task']].steps}"
+            f" allowed: steps < {tasks[s['task']].steps}"
         )
 
 
@@ -252,9 +254,7 @@ def check_figures(study: Study, origin: str) -> None:
                         raise _error(f"{where}: unknown setting {k!r}; allowed: {', '.join(sorted(allowed))}")
                     for opt in v if isinstance(v, list) else [v]:
                         if k == "Tb" and not tb_validator.is_valid(opt):
-                            raise _error(
-                                f"{where}.Tb: {opt!r} is not a temperature; allowed: a number or a Tb mapping"
-                            )
+                            raise _error(f"{where}.Tb: {opt!r} is not a temperature; allowed: a number or a Tb mapping")
                         if k in ("lr", "N", "seed", "steps", "val_every") and (
                             isinstance(opt, (str, bool)) or not isinstance(opt, (int, float))
                         ):
@@ -263,6 +263,4 @@ def check_figures(study: Study, origin: str) -> None:
                                 " (write 2.0e-6, not 2e-6, in YAML)"
                             )
             if not study.select(filters):
-                raise _error(
-                    f"{where}: selects no run of the study; allowed: filters that match at least one run"
-                )
+                raise _error(f"{where}: selects no run of the study; allowed: filters that match at least one run")

@@ -181,11 +181,11 @@ def train_inputs(wildcards):
     root, run = root_of(wildcards), run_of(wildcards)
     inputs = {
         "wheel": ancient(VERL_WHEEL),
-        **{k: ancient(v) for k, v in root.layout.data_files(run.task).items()},
+        **{k: ancient(v) for k, v in root.layout.data_files(run.task_info).items()},
     }
     if in_container(root.platform):
         inputs["image"] = ancient(IMAGE_DIGEST)
-    weights = root.layout.model_weights(run.model)
+    weights = root.layout.model_weights(run.model_info)
     if weights:
         inputs["model"] = ancient(weights)
     markers, changed = key_inputs(
@@ -204,6 +204,12 @@ def training_key_of(wildcards):
 def train_paths(wildcards):
     """The absolute paths verl gets (coolsampler.paths.run_paths)."""
     return run_paths(root_of(wildcards).layout, run_of(wildcards))
+
+
+def run_gpus(wildcards):
+    """GPUs one run holds: its model's (derived from its size or set in the study) on a GPU platform."""
+    gpus = root_of(wildcards).platform.gpus_per_run
+    return run_of(wildcards).model_info.gpus_per_run if gpus else 0
 
 
 def platform_attr(name):
@@ -319,3 +325,15 @@ def rehearsal_arms(wildcards):
         {"key": r.key, "arm": arm_label(r), "dir": x.layout.run_dir(r.key)}
         for r in x.study.runs
     ]
+
+
+# ---- prefetch (rule prefetch, data.smk) -----------------------------------------------------
+def prefetch_inputs(wildcards):
+    """Every pinned model's manifest (rule prefetch_model) and every hub task's parquet of the study."""
+    models = {LAYOUT.model_weights(r.model_info) for r in STUDY.runs}
+    tasks = [
+        LAYOUT.data_files(STUDY.tasks[t])[s]
+        for t in HUB_TASKS
+        for s in ("train", "val")
+    ]
+    return sorted(m for m in models if m and m.endswith("prefetch.json")) + tasks

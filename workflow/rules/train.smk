@@ -21,7 +21,7 @@ if not ANALYSIS_ONLY:
             "{root}/runs/{key}/train.benchmark.tsv"
         threads: platform_attr("threads")
         resources:
-            gpu=platform_attr("gpus_per_run"),
+            gpu=run_gpus,
             runtime=platform_attr("runtime_min"),
             mem_mb=platform_attr("mem_mb"),
             cpus_per_task=platform_attr("threads"),
