@@ -215,7 +215,7 @@ def verl_overrides(
         }
     )
     plat = get_platform(platform)
-    o = plat.apply(o, micro_batch=plat.micro_batch(prompts, n))
+    o = plat.apply(o, micro_batch=plat.micro_batch(prompts, n, model.gpus_per_run))
     return _with_extra(o, run.verl_extra)
 
 

@@ -141,12 +141,13 @@ class Platform:
             out[k] = micro_batch
         return out
 
-    def micro_batch(self, prompts: int, samples: int) -> int:
-        """Per-device micro batch: the GPU recipe's quarter of a rank's share; on CPU one micro-batch per
-        step (a tiny model; verl needs the batch divisible by it, and any batch divides itself)."""
+    def micro_batch(self, prompts: int, samples: int, gpus: int | None = None) -> int:
+        """Per-device micro batch: the GPU recipe's quarter of a rank's share (``gpus``: the run's, from
+        its model; default the platform's); on CPU one micro-batch per step (a tiny model; verl needs
+        the batch divisible by it, and any batch divides itself)."""
         if self.name == "cpu":
             return prompts * samples
-        return max(1, prompts * samples // self.gpus_per_run // 4)
+        return max(1, prompts * samples // (gpus or self.gpus_per_run) // 4)
 
 
 MICRO_BATCH_KEYS = (
