@@ -87,6 +87,8 @@ def train(
 ) -> None:
     # the platform's environment: worker modules (the μ-GRPO loss) on every platform, CPU settings on cpu
     env = get_platform(platform).env()
+    if getattr(run.model_info, "revision", None):  # prefetched on the submitting host: never reach the Hub
+        env = {**env, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
     # issue 6: inside the image when the study says so; the prefix runs the recorded image digest
     prefix, name, probe = None, None, None
     if container is not None and container.enabled:
