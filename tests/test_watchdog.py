@@ -96,12 +96,15 @@ def test_stall_mid_run_fails_loudly_and_kills_the_group(tmp_path):
     """Two steps, then the trainer and a grandchild hang: stalled, and both are killed by group id."""
     body = """\
         log(1); log(2)
+        print("the trainer's last words", flush=True)
         subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
         time.sleep(600)
         """
     t0 = time.time()
     with pytest.raises(TrainingFailed, match=r"stalled: no new step for 2s \(last step 2/3\)") as ei:
         _run(tmp_path, body)
+    # the tail shown is verl's own output from before the watchdog's py-spy dumps
+    assert str(ei.value).splitlines()[-1] == "the trainer's last words"
     assert time.time() - t0 < 2 + 15 + 5  # stall limit + the kill's SIGTERM/SIGKILL waits + slack
     prog = ei.value.progress
     assert prog is not None and prog.step == 2 and prog.pgid

@@ -225,6 +225,7 @@ def run_verl(
     prog.last_advance = prog.started
     resumed_from = None
     tail = JsonlTail(current)
+    before_dumps: int | None = None
     with log.open("a") as joblog:
         joblog.write(f"attempt {len(earlier) + 1}: verl's output goes to {verl_log.name}\n")
     with verl_log.open("ab") as logf:
@@ -259,14 +260,17 @@ def run_verl(
                     reason = f"stalled: no new step for {limit:.0f}s (last step {prog.step}/{total_steps})"
                 if reason:
                     if reason.startswith("stalled"):
+                        logf.flush()
+                        before_dumps = verl_log.stat().st_size  # the tail shown is verl's, not py-spy's
                         _dump_stacks(prog.pgid, logf)
                     break
                 time.sleep(poll_s)
         finally:
             _kill_group(proc)
     if reason:
-        lines = verl_log.read_text(errors="replace").splitlines()
-        last = lines[-25:]
+        with verl_log.open("rb") as f:
+            data = f.read() if before_dumps is None else f.read(before_dumps)
+        last = data.decode(errors="replace").splitlines()[-25:]
         if reason.startswith("stalled"):
             last = [f"(py-spy dumps of the stalled processes: {verl_log})", *last]
         msg = reason + "\n--- last lines of " + str(verl_log) + " ---\n" + "\n".join(last)
