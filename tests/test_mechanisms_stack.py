@@ -108,8 +108,11 @@ def test_per_prompt_temperatures(tmp_path_factory, world):
         torch.testing.assert_close(q[: len(resp)].float(), want, atol=2e-4, rtol=0)
         checked += 1
     assert checked == 64
+    # distinct responses per prompt (8 samples each): near-duplicates at 0.05 (a near-tie between the
+    # toy model's top two tokens can still split a group in two), several at 1.2. Measured: 1.3-1.7 vs
+    # 3.4-3.6 over runs; one shared temperature would give the two halves about the same count.
     distinct = {t: sum(len(set(r)) for r in g.values()) / len(g) for t, g in groups.items()}
-    assert distinct[0.05] <= 1.5 < distinct[1.2], distinct
+    assert distinct[0.05] <= 2.0 and distinct[1.2] >= 1.5 * distinct[0.05], distinct
 
 
 # the per-prompt controller with the all-equal option: the toy model, sampling at 0.8, leaves few groups
