@@ -65,11 +65,13 @@ def run_stack(
     timeout_s: float = 600,
     extra: list[str] | None = None,
     recipe: dict | None = None,
+    env_extra: dict[str, str] | None = None,
 ) -> Path:
     """Train one run key on the CPU stack; returns verl's JSONL path. Fails loudly on any hang.
 
     ``extra`` overrides replace the run's own override of the same key (Hydra refuses duplicates);
-    ``recipe`` entries (e.g. a study's ``logger``) update the smoke recipe."""
+    ``recipe`` entries (e.g. a study's ``logger``) update the smoke recipe; ``env_extra`` updates the
+    platform's environment."""
     run = parse_key(key)
     paths = RunPaths(model=str(world.model), train=str(world.train), val=str(world.val), out_dir=str(out))
     replaced = {e.split("=", 1)[0].lstrip("+") for e in extra or []}
@@ -78,7 +80,7 @@ def run_stack(
         for o in verl_overrides(run, paths, platform="cpu", study_recipe={**SMOKE_RECIPE, **(recipe or {})})
         if o.split("=", 1)[0].lstrip("+") not in replaced
     ] + (extra or [])
-    env = get_platform("cpu").env()
+    env = {**get_platform("cpu").env(), **(env_extra or {})}
     if tap:
         (out / "tap").mkdir(parents=True, exist_ok=True)
         env["COOLSAMPLER_TAP_DIR"] = str(out / "tap")

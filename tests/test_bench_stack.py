@@ -16,9 +16,15 @@ spec.loader.exec_module(bench)
 
 
 def test_budgets_pass_and_fail():
-    r = {"startup_s": 29.0, "peak_uss_sum_gb": 3.5, "step_phase_median_s": {"step": 1.0}, "floor_s": {"step": 0.1}}
+    r = {
+        "startup_s": 29.0,
+        "peak_pss_sum_gb": 3.5,
+        "peak_uss_sum_gb": 2.0,
+        "step_phase_median_s": {"step": 1.0},
+        "floor_s": {"step": 0.1},
+    }
     got = {b["budget"].split(" <=")[0]: b["pass"] for b in bench.budgets(r)}
-    assert got == {"start-up": True, "peak memory (sum of USS)": False, "median step": False}
+    assert got == {"start-up": True, "peak memory (sum of PSS)": False, "median step": False}
 
 
 def test_before_issue_14_is_the_old_vllm_process_layout():
@@ -29,6 +35,8 @@ def test_before_issue_14_is_the_old_vllm_process_layout():
     assert any(o.endswith("engine_kwargs.vllm.distributed_executor_backend=uni") for o in ov)
     old_ov, old_env = bench.before_issue_14(ov, env)
     assert "VLLM_ENABLE_V1_MULTIPROCESSING" not in old_env and old_env["VLLM_CPU_KVCACHE_SPACE"] == "1"
+    assert env[bench.PREFORK_ENV] == "1" and old_env[bench.PREFORK_ENV] == "0"  # every worker a fresh interpreter
+    assert bench.without_prefork(ov, env) == (ov, {**env, bench.PREFORK_ENV: "0"})
     assert (
         set(ov) - set(old_ov) == {o for o in ov if "distributed_executor_backend" in o or "kv_cache_memory_bytes" in o}
         and len(ov) - len(old_ov) == 2

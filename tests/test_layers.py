@@ -30,6 +30,7 @@ LIGHT = [
     "coolsampler.train_job",
     "coolsampler.acceptance",
     "coolsampler.worker.controller",
+    "coolsampler.worker.prefork",
     "coolsampler.memory",
     "coolsampler.analyze_cli",
     "coolsampler.status",

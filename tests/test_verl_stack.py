@@ -10,6 +10,7 @@ import math
 import pytest
 import torch
 
+from coolsampler.platform import PREFORK_ENV
 from tests.stack import make_world, pristine_verl, records, run_stack
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
@@ -169,7 +170,20 @@ def test_tied_temperature_logprobs(world, tmp_path):
     assert _check_logprobs(tmp_path, world, behaviour_T=0.8, learner_T=0.8) > 50
 
 
-def test_noop_at_defaults_matches_unpatched_verl(world, tmp_path):
+NOOP_KEY = "toy-qwen2/arith/N1_lr1e-4_tis_Tb1_Tltied_s1_st3_v3"
+DETERMINISTIC = ["actor_rollout_ref.rollout.full_determinism=true"]
+
+
+@pytest.fixture(scope="module")
+def deterministic_run(world, tmp_path_factory):
+    """NOOP_KEY with full determinism on the cpu platform as it is (forked workers)."""
+    out = tmp_path_factory.mktemp("deterministic")
+    jsonl = run_stack(NOOP_KEY, world, out, extra=DETERMINISTIC)
+    assert "prefork_client.py" in (out / "verl.log").read_text()  # Ray's workers went through the server
+    return records(jsonl)
+
+
+def test_noop_at_defaults_matches_unpatched_verl(deterministic_run, world, tmp_path):
     """N=1 and a tied temperature: patched and unpatched verl log the same metrics for the same seed.
 
     What determinism allows: vLLM draws differently from run to run unless every request carries its
@@ -178,25 +192,38 @@ def test_noop_at_defaults_matches_unpatched_verl(world, tmp_path):
     under full_determinism (off by default). Both arms run with full_determinism and 0005, the
     upstream arm without 0001-0004: same samples, a deterministic CPU learner, and every logged
     metric equal to float rounding (rel 1e-5)."""
-    key = "toy-qwen2/arith/N1_lr1e-4_tis_Tb1_Tltied_s1_st3_v3"
-    det = ["actor_rollout_ref.rollout.full_determinism=true"]
-    patched = records(run_stack(key, world, tmp_path / "patched", extra=det))
+    patched = deterministic_run
     tree = pristine_verl(tmp_path / "verl", patches=["0005-distinct-sample-seeds.patch"])
     assert "coolsampler" not in (tree / "verl" / "version" / "version").read_text()
-    upstream = records(run_stack(key, world, tmp_path / "upstream", pythonpath=str(tree), extra=det))
+    upstream = records(run_stack(NOOP_KEY, world, tmp_path / "upstream", pythonpath=str(tree), extra=DETERMINISTIC))
     assert max(patched[t]["actor/grad_norm"] for t in (1, 2, 3)) > 1e-6  # groups differ: it learns
     assert "staleness/staleness" not in upstream[1]  # really the unpatched code
+    _assert_same_run(patched, upstream)
+
+
+def test_prefork_changes_nothing_but_start_up(deterministic_run, world, tmp_path):
+    """The cpu platform forks verl's Ray workers from one pre-imported process
+    (coolsampler.worker.prefork). The same deterministic run with every worker a fresh interpreter
+    logs the same metrics: same samples and rewards exactly, the rest to float rounding."""
+    fresh = run_stack(NOOP_KEY, world, tmp_path, extra=DETERMINISTIC, env_extra={PREFORK_ENV: "0"})
+    assert "prefork_client.py" not in (tmp_path / "verl.log").read_text()  # really unforked
+    _assert_same_run(deterministic_run, records(fresh))
+
+
+def _assert_same_run(a: dict[int, dict], b: dict[int, dict]) -> None:
+    """Every logged metric of two runs of NOOP_KEY: samples, rewards and lengths exactly, the rest to
+    float32 rounding (measured: <= 2e-4 absolute on ratio statistics near 1)."""
     compared = exact = 0
     for t in (0, 1, 2, 3):
-        for k, v in upstream[t].items():
+        for k, v in b[t].items():
             if k.startswith(("timing", "perf/", "staleness/")) or "/perf/" in k or not isinstance(v, (int, float)):
                 continue
-            if k not in patched[t] or (isinstance(v, float) and math.isnan(v)):
+            if k not in a[t] or (isinstance(v, float) and math.isnan(v)):
                 continue
             if k.startswith(("val-core/", "critic/score", "critic/rewards", "response_length/", "prompt_length/")):
-                assert patched[t][k] == v, (t, k)  # same samples, same rewards: exactly
+                assert a[t][k] == v, (t, k)  # same samples, same rewards: exactly
                 exact += 1
-            else:  # float32 rounding (measured: <= 2e-4 absolute on ratio statistics near 1)
-                assert patched[t][k] == pytest.approx(v, rel=1e-5, abs=5e-4), (t, k)
+            else:
+                assert a[t][k] == pytest.approx(v, rel=1e-5, abs=5e-4), (t, k)
             compared += 1
     assert compared > 50 and exact > 10

