@@ -184,7 +184,7 @@ def resume_overrides(overrides: list[str], attempts: list[Path]) -> list[str]:
 def verl_command(overrides: list[str], env: dict[str, str], python: list[str] | None = None) -> list[str]:
     """The command that trains: ``python -m verl.trainer.main_ppo OVERRIDES``, or, where the platform
     sets PREFORK_ENV (cpu, outside a container), the same under ``coolsampler.worker.prefork``, which
-    forks verl's processes from one that has already imported torch, verl and vLLM."""
+    forks verl's processes from one that has already imported torch, transformers and vLLM."""
     python = python or [sys.executable]
     if env.get(PREFORK_ENV) == "1" and python == [sys.executable]:
         server = [*python, "-m", "coolsampler.worker.prefork"]

@@ -47,7 +47,9 @@ import threading
 import traceback
 from pathlib import Path
 
-SOCKET_ENV = "COOLSAMPLER_PREFORK_SOCKET"
+# the client runs isolated from this package (stdlib only): it holds the name, this module reads it
+from coolsampler.worker.prefork_client import SOCKET_ENV
+
 CLIENT = Path(__file__).with_name("prefork_client.py")
 
 # What verl's processes of a run import, except Ray and what imports it: Ray reads a worker's job id
