@@ -145,9 +145,11 @@ def test_rehearsal_of_the_paper_study(tmp_path):
             assert (out / f"{target}.png").stat().st_size > 10_000, target
         else:
             assert (out / f"{target}.md").read_text().startswith(f"**Table {target[-1]}.**"), target
-    # the GSM8K and MATH reward routes scored real answers
-    rewards = {
-        r.task: pd.read_parquet(out / "runs" / r.key / "metrics.parquet").reward[1:].max() for r in REHEARSAL.runs
-    }
+    # the GSM8K and MATH reward routes scored real answers: the best training reward of any run of
+    # each task (one 4-step run of 64 samples may score none; the task's runs together do)
+    rewards: dict[str, float] = {}
+    for r in REHEARSAL.runs:
+        best = pd.read_parquet(out / "runs" / r.key / "metrics.parquet").reward[1:].max()
+        rewards[r.task] = max(rewards.get(r.task, 0.0), float(best))
     assert rewards["gsm8k"] > 0 and rewards["math"] > 0, rewards
     (tmp_path / "rehearsal.md").write_text(summary)
