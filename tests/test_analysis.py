@@ -224,9 +224,7 @@ def test_cycle_readings_windows() -> None:
     r = cycle_readings(m, N).set_index("cycle")
     assert list(r.index) == [1, 2]
     assert r.loc[1, "kl"] == pytest.approx(60.0) and r.loc[2, "kl"] == pytest.approx(120.0)
-    assert r.loc[1, "entropy_start"] == pytest.approx(12.0) and r.loc[2, "entropy_start"] == pytest.approx(
-        22.0
-    )
+    assert r.loc[1, "entropy_start"] == pytest.approx(12.0) and r.loc[2, "entropy_start"] == pytest.approx(22.0)
     assert r.loc[1, "clip"] == pytest.approx(0.60)
     assert r.loc[1, "n_mid"] == 11 and r.loc[1, "n_start"] == 5
 

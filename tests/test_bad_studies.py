@@ -92,8 +92,18 @@ CASES: list[tuple[str, Edit, str, str]] = [
     ("unknown task", put("defaults", "task", value="gsm9k"), "defaults.task", ALLOWED),
     ("unknown model in a run", put("runs", 1, "model", value="llama"), "runs[1].model", ALLOWED),
     ("unknown correction", put("runs", 1, "correction", value="ppo"), "runs[1].correction", ALLOWED),
-    ("unknown correction in a grid", put("runs", 0, "correction", value=["tis", "ppo"]), "runs[0].correction[1]", ALLOWED),  # noqa: E501
-    ("unknown controller", put("runs", 1, "Tb", value={"controller": "pid", "start": 0.8}), "runs[1].Tb.controller", ALLOWED),  # noqa: E501
+    (
+        "unknown correction in a grid",
+        put("runs", 0, "correction", value=["tis", "ppo"]),
+        "runs[0].correction[1]",
+        ALLOWED,
+    ),  # noqa: E501
+    (
+        "unknown controller",
+        put("runs", 1, "Tb", value={"controller": "pid", "start": 0.8}),
+        "runs[1].Tb.controller",
+        ALLOWED,
+    ),  # noqa: E501
     ("unknown replicate", put("runs", 1, "replicate", value="again"), "runs[1].replicate", ALLOWED),
     ("bad study name", put("name", value="../etc"), "name", ALLOWED),
     ("unknown profile", put("profile", value="tpu"), "profile", ALLOWED),
@@ -109,19 +119,54 @@ CASES: list[tuple[str, Edit, str, str]] = [
     ("empty filter list", put("figures", "fig1", "a", value=[]), "figures.fig1.a", "non-empty"),
     ("figure as a list", put("figures", "fig1", value=[{"N": 4}]), "figures.fig1", ALLOWED),
     # options that contradict each other
-    ("linear start == end", put("runs", 1, "Tb", value={"schedule": "linear", "start": 0.8, "end": 0.8}), "runs[1].Tb", ALLOWED),  # noqa: E501
-    ("linear without end", put("runs", 1, "Tb", value={"schedule": "linear", "start": 0.8}), "runs[1].Tb.end", "required"),  # noqa: E501
+    (
+        "linear start == end",
+        put("runs", 1, "Tb", value={"schedule": "linear", "start": 0.8, "end": 0.8}),
+        "runs[1].Tb",
+        ALLOWED,
+    ),  # noqa: E501
+    (
+        "linear without end",
+        put("runs", 1, "Tb", value={"schedule": "linear", "start": 0.8}),
+        "runs[1].Tb.end",
+        "required",
+    ),  # noqa: E501
     ("Tl tied with a controller", put("runs", 1, "Tl", value="tied"), "runs[1].Tl", ALLOWED),
-    ("kl_gate on kl_cooling", put("runs", 1, "Tb", value={"controller": "kl_cooling", "start": 0.8, "kl_gate": True}), "runs[1].Tb.kl_gate", ALLOWED),  # noqa: E501
-    ("scope on kl_cooling", put("runs", 1, "Tb", value={"controller": "kl_cooling", "start": 0.8, "scope": "global"}), "runs[1].Tb.scope", ALLOWED),  # noqa: E501
-    ("unknown saturation rule", put("runs", 1, "Tb", value={"controller": "saturation", "start": 0.8, "saturated": "all_wrong"}), "runs[1].Tb.saturated", ALLOWED),  # noqa: E501
+    (
+        "kl_gate on kl_cooling",
+        put("runs", 1, "Tb", value={"controller": "kl_cooling", "start": 0.8, "kl_gate": True}),
+        "runs[1].Tb.kl_gate",
+        ALLOWED,
+    ),  # noqa: E501
+    (
+        "scope on kl_cooling",
+        put("runs", 1, "Tb", value={"controller": "kl_cooling", "start": 0.8, "scope": "global"}),
+        "runs[1].Tb.scope",
+        ALLOWED,
+    ),  # noqa: E501
+    (
+        "unknown saturation rule",
+        put("runs", 1, "Tb", value={"controller": "saturation", "start": 0.8, "saturated": "all_wrong"}),
+        "runs[1].Tb.saturated",
+        ALLOWED,
+    ),  # noqa: E501
     ("cut without a step count", put("runs", 1, "replicate", value="cut"), "runs[1].steps", ALLOWED),
-    ("val_every > steps", both(put("runs", 1, "steps", value=20), put("runs", 1, "val_every", value=40)), "runs[1].val_every", ALLOWED),  # noqa: E501
+    (
+        "val_every > steps",
+        both(put("runs", 1, "steps", value=20), put("runs", 1, "val_every", value=40)),
+        "runs[1].val_every",
+        ALLOWED,
+    ),  # noqa: E501
     ("toy model with gsm8k", put("runs", 1, "task", value="gsm8k"), "runs[1]", ALLOWED),
     ("1.5B model with the toy task", put("runs", 1, "model", value="qwen2.5-math-1.5b"), "runs[1]", ALLOWED),
     ("stall limit above the timeout", put("stall_min", value=60), "stall_min", ALLOWED),
     # wrong types and bounds elsewhere
-    ("list where a scalar is required", put("recipe", "prompts_per_step", value=[8]), "recipe.prompts_per_step", ALLOWED),  # noqa: E501
+    (
+        "list where a scalar is required",
+        put("recipe", "prompts_per_step", value=[8]),
+        "recipe.prompts_per_step",
+        ALLOWED,
+    ),  # noqa: E501
     ("replicate as a list", put("runs", 1, "replicate", value=["cut"]), "runs[1].replicate", ALLOWED),
     ("timeout as a list", put("timeout_min", value=[30]), "timeout_min", ALLOWED),
     ("timeout zero", put("timeout_min", value=0), "timeout_min", ALLOWED),
@@ -135,7 +180,12 @@ CASES: list[tuple[str, Edit, str, str]] = [
     ("unknown recipe key", put("recipe", "batch_size", value=8), "recipe.batch_size", ALLOWED),
     ("unknown run-entry key", put("runs", 1, "temperature", value=0.8), "runs[1].temperature", ALLOWED),
     ("unknown defaults key", put("defaults", "sampler_T", value=0.8), "defaults.sampler_T", ALLOWED),
-    ("unknown Tb mapping key", put("runs", 1, "Tb", value={"controller": "saturation", "gain": 2}), "runs[1].Tb.gain", ALLOWED),  # noqa: E501
+    (
+        "unknown Tb mapping key",
+        put("runs", 1, "Tb", value={"controller": "saturation", "gain": 2}),
+        "runs[1].Tb.gain",
+        ALLOWED,
+    ),  # noqa: E501
     # empty and missing
     ("empty run list", put("runs", value=[]), "runs", "non-empty"),
     ("empty list value", put("runs", 0, "seed", value=[]), "runs[0].seed", "non-empty"),

@@ -126,7 +126,8 @@ def test_garbage_line_in_the_middle(tmp_path):
 
 
 @pytest.mark.parametrize(
-    ("writer", "value"), [(orjson.dumps, math.nan), (json.dumps, math.nan), (json.dumps, math.inf)],
+    ("writer", "value"),
+    [(orjson.dumps, math.nan), (json.dumps, math.nan), (json.dumps, math.inf)],
     ids=["orjson-null", "json-NaN", "json-Infinity"],
 )
 def test_nan_metrics_are_kept_and_flagged(tmp_path, writer, value):

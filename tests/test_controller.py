@@ -49,9 +49,7 @@ def test_linear_schedule_ignores_statistics() -> None:
 # -------------------------------------------------------------------------------------- saturation
 
 
-def _run(
-    c: TemperatureController, stats: list[tuple[float, float | None]], first_step: int = 1
-) -> list[float]:
+def _run(c: TemperatureController, stats: list[tuple[float, float | None]], first_step: int = 1) -> list[float]:
     """Feed (saturated_frac, kl) per step; return the temperature each step was sampled at."""
     temps = []
     for i, (sat, kl) in enumerate(stats):
@@ -196,9 +194,9 @@ def test_make_controller_from_specs() -> None:
     assert make_controller(1).temperature(7) == 1.0
     lin = make_controller({"schedule": "linear", "start": 0.8, "end": 1.0}, total_steps=300)
     assert isinstance(lin, LinearSchedule) and lin.temperature(300) == pytest.approx(1.0)
-    assert make_controller({"schedule": "linear", "start": 0.8, "end": 1.0, "total_steps": 3}).temperature(
-        2
-    ) == (pytest.approx(0.9))
+    assert make_controller({"schedule": "linear", "start": 0.8, "end": 1.0, "total_steps": 3}).temperature(2) == (
+        pytest.approx(0.9)
+    )
     sat = make_controller({"controller": "saturation", "start": 0.8, "kl_gate": True})  # the default
     assert isinstance(sat, PerPromptSaturationController) and sat.kl_gate and sat.saturated == "all_correct"
     assert sat.temperatures(1, ["a", "b"]) == [0.8, 0.8]
@@ -481,9 +479,7 @@ def test_agent_loop_samples_each_row_at_its_own_temperature(monkeypatch: pytest.
     assert run({"uid": "a", "sampler_temperature": 0.05}) == [(0.05, False), (0.05, False)]  # both samples
     assert run({"uid": "b", "sampler_temperature": 1.2}) == [(1.2, False), (1.2, False)]
     assert run({"uid": "c"}) == [(0.8, False), (0.8, False)]  # absent: upstream
-    assert run({"uid": "d", "sampler_temperature": 1.2}, validate=True) == [
-        (0.8, False)
-    ]  # validation ignores it
+    assert run({"uid": "d", "sampler_temperature": 1.2}, validate=True) == [(0.8, False)]  # validation ignores it
     assert base["temperature"] == 0.8  # the shared parameters are cloned, never edited
 
 

@@ -31,9 +31,7 @@ def loader() -> data.Loader:
 
 
 def _prepare(tmp_path: Path, task: str, split: str, loader: data.Loader) -> tuple[dict, list[dict]]:
-    manifest = data.prepare_split(
-        task, split, tmp_path / "data", tmp_path / "cache", loader=loader, expected=None
-    )
+    manifest = data.prepare_split(task, split, tmp_path / "data", tmp_path / "cache", loader=loader, expected=None)
     parquet, _ = data.output_paths(tmp_path / "data", task, split)
     return manifest, pq.read_table(parquet).to_pylist()
 
@@ -122,13 +120,9 @@ def test_verl_rlhf_dataset_loads_the_parquet(tmp_path: Path, loader: data.Loader
     _prepare(tmp_path, "math", "train_l3-5", loader)
     parquet, _ = data.output_paths(tmp_path / "data", "math", "train_l3-5")
 
-    word_level = tokenizers.Tokenizer(
-        tokenizers.models.WordLevel({"[UNK]": 0, "[PAD]": 1}, unk_token="[UNK]")
-    )
+    word_level = tokenizers.Tokenizer(tokenizers.models.WordLevel({"[UNK]": 0, "[PAD]": 1}, unk_token="[UNK]"))
     word_level.pre_tokenizer = tokenizers.pre_tokenizers.Whitespace()
-    tokenizer = transformers.PreTrainedTokenizerFast(
-        tokenizer_object=word_level, unk_token="[UNK]", pad_token="[PAD]"
-    )
+    tokenizer = transformers.PreTrainedTokenizerFast(tokenizer_object=word_level, unk_token="[UNK]", pad_token="[PAD]")
     tokenizer.chat_template = "{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}"
     config = omegaconf.OmegaConf.create(
         {"max_prompt_length": 512, "cache_dir": str(tmp_path / "verl"), "filter_overlong_prompts_workers": 1}
@@ -173,9 +167,7 @@ def test_manifest_fields_and_hash(tmp_path: Path, loader: data.Loader) -> None:
     assert data.verify_manifest(manifest_path) == manifest
 
     # preparation is deterministic: same rows, same bytes
-    again = data.prepare_split(
-        "gsm8k", "test", tmp_path / "data2", tmp_path / "cache", loader=loader, expected=3
-    )
+    again = data.prepare_split("gsm8k", "test", tmp_path / "data2", tmp_path / "cache", loader=loader, expected=3)
     assert again["sha256"] == manifest["sha256"]
 
     parquet.write_bytes(parquet.read_bytes() + b"x")
@@ -191,9 +183,7 @@ def test_manifest_records_hf_revision_and_fingerprint(tmp_path: Path) -> None:
         cache_files = [{"filename": "/c/openai___gsm8k/main/0.0.0/" + "e" * 40 + "/gsm8k-test.arrow"}]
 
     rows = FakeHFDataset([{"question": "q?", "answer": "#### 7"}])
-    manifest = data.prepare_split(
-        "gsm8k", "test", tmp_path, tmp_path / "cache", loader=lambda *a: rows, expected=None
-    )
+    manifest = data.prepare_split("gsm8k", "test", tmp_path, tmp_path / "cache", loader=lambda *a: rows, expected=None)
     assert manifest["source"]["fingerprint"] == "abc123fingerprint"
     assert manifest["source"]["revision"] == "e" * 40
 
@@ -206,9 +196,7 @@ def test_count_mismatch_is_an_error_and_writes_nothing(tmp_path: Path, loader: d
     with pytest.raises(data.CountMismatchError, match="expected 4"):
         data.prepare_split("gsm8k", "test", tmp_path / "data", tmp_path / "cache", loader=loader, expected=4)
     assert not (tmp_path / "data").exists()
-    manifest = data.prepare_split(
-        "gsm8k", "test", tmp_path / "data", tmp_path / "c", loader=loader, expected=3
-    )
+    manifest = data.prepare_split("gsm8k", "test", tmp_path / "data", tmp_path / "c", loader=loader, expected=3)
     assert manifest["expected_count"] == 3
 
 
@@ -226,9 +214,7 @@ def test_unreachable_source_names_dataset_and_cache(tmp_path: Path) -> None:
 
     # a missing JSON-lines file reads the same way
     with pytest.raises(data.DataUnavailableError, match="openai/gsm8k"):
-        data.prepare_split(
-            "gsm8k", "test", tmp_path / "data", cache, loader=data.jsonl_loader(tmp_path / "none")
-        )
+        data.prepare_split("gsm8k", "test", tmp_path / "data", cache, loader=data.jsonl_loader(tmp_path / "none"))
 
 
 def test_real_hf_loader_offline_without_cache(tmp_path: Path) -> None:

@@ -76,9 +76,7 @@ def _figure_text(fig: Any) -> str:
     return "\n".join(t.get_text() for t in fig.texts)
 
 
-def test_missing_run_is_named_on_the_figure(
-    runs: list[Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_missing_run_is_named_on_the_figure(runs: list[Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     panels = demo_panels("fig1", runs)
     settings, _, _ = panels["a"][0]
     panels["a"][0] = (settings, None, None)
@@ -91,17 +89,13 @@ def test_missing_run_is_named_on_the_figure(
     assert f"study {STUDY} | commit {COMMIT}" in text
 
 
-def test_cut_run_is_named_unfinished_on_fig8(
-    runs: list[Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_cut_run_is_named_unfinished_on_fig8(runs: list[Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     figs = _capture_figure(monkeypatch)
     render("fig8", demo_panels("fig8", runs), STUDY, COMMIT, outputs(tmp_path, "fig8"))
     assert "unfinished at step 287/300" in _figure_text(figs[0]).replace("\n", " ")
 
 
-def test_complete_panels_have_no_note(
-    runs: list[Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_complete_panels_have_no_note(runs: list[Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     figs = _capture_figure(monkeypatch)
     render("fig1", demo_panels("fig1", runs), STUDY, COMMIT, outputs(tmp_path, "fig1"))
     assert "runs missing" not in _figure_text(figs[0])
@@ -188,9 +182,7 @@ def test_snakemake_script_logic(runs: list[Any], tmp_path: Path) -> None:
                     "status": str(d / "status.json"),
                 }
             )
-    spec["b"].append(
-        {"settings": {"key": "qwen2.5-math-7b/gsm8k/NOTYET", "N": 192}, "metrics": None, "status": None}
-    )
+    spec["b"].append({"settings": {"key": "qwen2.5-math-7b/gsm8k/NOTYET", "N": 192}, "metrics": None, "status": None})
     assert load_panels(spec)["b"][-1][1] is None
     outs = [tmp_path / "fig3.pdf", tmp_path / "fig3.png"]
     smk = SimpleNamespace(

@@ -82,14 +82,10 @@ def test_per_token_terms_veto_and_clip() -> None:
 def test_ratio_at_veto_threshold_is_not_vetoed() -> None:
     """The rule is rho < 1e-4, strict."""
     lp = torch.tensor([[LN(2e-4), 0.0]], dtype=torch.float64)
-    t = losses.mu_grpo_terms(
-        lp, torch.zeros_like(lp), -torch.ones_like(lp), torch.ones_like(lp, dtype=torch.bool)
-    )
+    t = losses.mu_grpo_terms(lp, torch.zeros_like(lp), -torch.ones_like(lp), torch.ones_like(lp, dtype=torch.bool))
     assert not t["vetoed"].item()
     lp = torch.tensor([[LN(5e-5), 0.0]], dtype=torch.float64)
-    t = losses.mu_grpo_terms(
-        lp, torch.zeros_like(lp), -torch.ones_like(lp), torch.ones_like(lp, dtype=torch.bool)
-    )
+    t = losses.mu_grpo_terms(lp, torch.zeros_like(lp), -torch.ones_like(lp), torch.ones_like(lp, dtype=torch.bool))
     assert t["vetoed"].item()
 
 

@@ -144,9 +144,7 @@ def test_per_prompt_controller_samples_one_step_at_several_temperatures(tmp_path
     train.to_parquet(root / "train.parquet")
     w = World(world.model, root / "train.parquet", world.val)
     out = root / "run"
-    jsonl = run_stack(
-        PER_PROMPT_KEY, w, out, tap=True, extra=[f"+trainer.rollout_data_dir={out / 'rollouts'}"]
-    )
+    jsonl = run_stack(PER_PROMPT_KEY, w, out, tap=True, extra=[f"+trainer.rollout_data_dir={out / 'rollouts'}"])
     rec = records(jsonl)
     run = parse_key(PER_PROMPT_KEY)
     start, step_up, t_max = run.Tb.initial, 0.05, 1.2  # the controller's documented defaults

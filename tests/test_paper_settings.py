@@ -118,10 +118,7 @@ def test_cli_overrides_prints_one_override_per_line(capsys: pytest.CaptureFixtur
 
 
 def test_cli_overrides_rejects_a_key_not_in_the_study(capsys: pytest.CaptureFixture[str]) -> None:
-    assert (
-        main(["overrides", "qwen2.5-math-1.5b/gsm8k/N193_lr2e-6_tis_Tb0.8_Tl1_s43", "--study", str(PAPER)])
-        == 2
-    )
+    assert main(["overrides", "qwen2.5-math-1.5b/gsm8k/N193_lr2e-6_tis_Tb0.8_Tl1_s43", "--study", str(PAPER)]) == 2
     assert "not in study paper" in capsys.readouterr().err
 
 

@@ -112,9 +112,7 @@ def test_killed_run_resumes_with_the_stale_sampler(tmp_path):
     assert len(list((run_dir / "attempts").glob("*.jsonl"))) == 2
 
     # 3. the same settings, uninterrupted
-    res = subprocess.run(
-        _snakemake(work, "reference", target("reference")), cwd=work, capture_output=True, text=True
-    )
+    res = subprocess.run(_snakemake(work, "reference", target("reference")), cwd=work, capture_output=True, text=True)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
 
     a = pd.read_parquet(work / target("resumed")).set_index("step")

@@ -106,9 +106,7 @@ def test_fig1_submits_eight_four_gpu_training_jobs(tmp_path: Path) -> None:
     ]
     log = tmp_path / "snakemake.log"
     with log.open("wb") as out:
-        proc = subprocess.Popen(
-            cmd, cwd=repo, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
-        )
+        proc = subprocess.Popen(cmd, cwd=repo, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
         try:
             deadline = time.time() + 120
             while time.time() < deadline and proc.poll() is None:

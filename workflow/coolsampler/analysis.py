@@ -132,9 +132,7 @@ def degradation_events(val: pd.Series) -> DegradationEvents:
     window = (steps > onset) & (steps <= onset + RECOVERY_WINDOW)
     back = window & (vals >= ref - RECOVERY_BAND - EPS)
     if back.any():
-        return DegradationEvents(
-            peak, peak_step, onset, severe, "transient", ref, int(steps[np.argmax(back)])
-        )
+        return DegradationEvents(peak, peak_step, onset, severe, "transient", ref, int(steps[np.argmax(back)]))
     censored = bool(steps[-1] < onset + RECOVERY_WINDOW)
     return DegradationEvents(peak, peak_step, onset, severe, "sustained", ref, None, censored)
 

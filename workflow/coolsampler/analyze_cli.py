@@ -131,8 +131,7 @@ def run_text(path: str, summary: Mapping[str, Any], settings: Mapping[str, Any],
         lines.append("   no validation points: degradation cannot be judged")
     elif s["onset"] is None:
         lines.append(
-            "   no onset: stable under the Section 2 criteria"
-            + (f"; severe {s['severe']}" if s["severe"] else "")
+            "   no onset: stable under the Section 2 criteria" + (f"; severe {s['severe']}" if s["severe"] else "")
         )
     else:
         back = f", back at {s['recovered_at']}" if s["recovered_at"] is not None else ""

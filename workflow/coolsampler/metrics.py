@@ -155,8 +155,7 @@ def parse_jsonl(
             problems.append(f"{len(miss)} step(s) without {col} (first at step {miss[0]})")
         if bad.get(col):
             problems.append(
-                f"{len(bad[col])} step(s) with NaN/inf {col} (null, NaN or inf in the log;"
-                f" first at step {bad[col][0]})"
+                f"{len(bad[col])} step(s) with NaN/inf {col} (null, NaN or inf in the log; first at step {bad[col][0]})"
             )
     last = int(df.step.max())
     expected = expected_steps or last

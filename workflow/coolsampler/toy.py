@@ -41,9 +41,7 @@ def rehearsal_correct(text: str, answer: str) -> bool:
     return text.strip() in (f"#### {answer}", f"\\boxed{{{answer}}}")
 
 
-def write_rehearsal_task(
-    out_dir: str | Path, task: str, *, seed: int = 0, only: str | None = None
-) -> dict[str, Path]:
+def write_rehearsal_task(out_dir: str | Path, task: str, *, seed: int = 0, only: str | None = None) -> dict[str, Path]:
     """Toy sums as ``task``'s verl parquet: its split stems, its data_source, the number as ground truth.
     ``only``: write that split alone (the same rows as when both are written)."""
     stems = list(REHEARSAL_SOURCES[task])
@@ -197,9 +195,7 @@ def sft_warm_start(
         if step % 25 == 0 or step == steps:
             acc = greedy_accuracy(model, tok, test, max_new=12 if rehearsal else 6, rehearsal=rehearsal)
             history.append({"step": step, "loss": float(loss.detach()), "acc": acc})
-            log(
-                f"sft step {step}/{steps} loss {loss.item():.3f} greedy acc {acc:.3f} ({time.time() - t0:.0f}s)"
-            )
+            log(f"sft step {step}/{steps} loss {loss.item():.3f} greedy acc {acc:.3f} ({time.time() - t0:.0f}s)")
             if acc >= target_acc:
                 break
     model.save_pretrained(out, safe_serialization=True)
@@ -213,9 +209,7 @@ def sft_warm_start(
     return info
 
 
-def greedy_accuracy(
-    model, tok, problems: list[tuple[str, str]], max_new: int = 6, rehearsal: bool = False
-) -> float:
+def greedy_accuracy(model, tok, problems: list[tuple[str, str]], max_new: int = 6, rehearsal: bool = False) -> float:
     import torch
 
     model.eval()

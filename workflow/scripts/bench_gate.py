@@ -43,8 +43,11 @@ def main() -> int:
             "sync_s": statistics.median(r.get("timing_s/update_weights", 0.0) for r in steps),
             "wall_s": wall,
         }
-        print(f"N={n}: median step {rows[n]['step_s']:.3f}s, weight sync {rows[n]['sync_s'] * 1000:.1f}ms, "
-              f"run wall {wall:.0f}s", flush=True)
+        print(
+            f"N={n}: median step {rows[n]['step_s']:.3f}s, weight sync {rows[n]['sync_s'] * 1000:.1f}ms, "
+            f"run wall {wall:.0f}s",
+            flush=True,
+        )
     print(f"step time ratio N=8 / N=1: {rows[8]['step_s'] / rows[1]['step_s']:.3f}")
     return 0
 

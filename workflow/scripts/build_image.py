@@ -78,9 +78,7 @@ def build(engine: str, image: str, verl_version: str, digest_out: Path, *, root:
     if not wheel.exists():
         raise ImageBuildError(f"{wheel} is missing: build it first (snakemake verl_wheel)")
     if shutil.which(engine) is None:
-        raise ImageBuildError(
-            f"{engine} is not on PATH; set container.engine to what this host has (or none)"
-        )
+        raise ImageBuildError(f"{engine} is not on PATH; set container.engine to what this host has (or none)")
     env = {**os.environ, "DOCKER_BUILDKIT": "1"}
     with tempfile.TemporaryDirectory() as tmp:
         iid = Path(tmp) / "iid"

@@ -111,9 +111,7 @@ def build(out: Path, patches_dir: Path, wheel: Path | None = None) -> Path:
         meta = info / "METADATA"
         meta.write_text(re.sub(r"(?m)^Version: .*$", f"Version: {version}", meta.read_text(), count=1))
         info.rename(tree / f"verl-{version}.dist-info")
-        (tree / "verl" / "coolsampler_patches.txt").write_text(
-            "".join(f"{p.name} {sha256(p)}\n" for p in patches)
-        )
+        (tree / "verl" / "coolsampler_patches.txt").write_text("".join(f"{p.name} {sha256(p)}\n" for p in patches))
         (tmp / "dist").mkdir()
         subprocess.run([sys.executable, "-m", "wheel", "pack", "--dest-dir", str(tmp / "dist"), str(tree)], check=True)
         built = next((tmp / "dist").glob("verl-*.whl"))

@@ -44,9 +44,7 @@ def run(
         logging.basicConfig(
             stream=sys.stderr, level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s", force=True
         )
-        logging.info(
-            "preparing %s/%s into %s (cache %s, revision %s)", task, split, data_dir, cache, revision
-        )
+        logging.info("preparing %s/%s into %s (cache %s, revision %s)", task, split, data_dir, cache, revision)
         try:
             manifest = prepare_split(task, split, data_dir, cache, revision=revision)
         except Exception:
@@ -70,9 +68,7 @@ def main_snakemake(smk: Any) -> None:
 
 def main_cli(argv: list[str] | None = None) -> None:
     """Entry point from the command line (one split)."""
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--task", required=True, choices=["gsm8k", "math"])
     parser.add_argument("--split", required=True)
     parser.add_argument("--data-dir", default="results/data", type=Path)

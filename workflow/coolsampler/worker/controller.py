@@ -261,14 +261,10 @@ class _Stateful:
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         if state.get("kind") != self.kind:
-            raise ValueError(
-                f"controller state is for {state.get('kind')!r}, this controller is {self.kind!r}"
-            )
+            raise ValueError(f"controller state is for {state.get('kind')!r}, this controller is {self.kind!r}")
         params = self._params()
         if dict(state.get("params", {})) != params:
-            raise ValueError(
-                f"controller parameters changed across resume: {state.get('params')} != {params}"
-            )
+            raise ValueError(f"controller parameters changed across resume: {state.get('params')} != {params}")
         for name in self._state_fields:
             setattr(self, name, state["state"][name])
 
@@ -496,9 +492,7 @@ _CONTROLLERS: dict[str, type[_Stateful]] = {
 }
 
 
-def make_controller(
-    spec: float | int | Mapping[str, Any], total_steps: int | None = None
-) -> TemperatureController:
+def make_controller(spec: float | int | Mapping[str, Any], total_steps: int | None = None) -> TemperatureController:
     """Build a controller from the study's temperature spec (``coolsampler.study.Temperature.to_config``).
 
     ``spec`` is a number (fixed), ``{"schedule": "linear", "start", "end"[, "total_steps"]}`` or
@@ -537,9 +531,7 @@ def make_controller(
     allowed = {f.name for f in fields(cls)} - set(cls._state_fields)  # type: ignore[arg-type]
     unknown = set(spec) - allowed
     if unknown:
-        raise ValueError(
-            f"unknown keys for controller {kind!r}: {sorted(unknown)}; allowed: {sorted(allowed)}"
-        )
+        raise ValueError(f"unknown keys for controller {kind!r}: {sorted(unknown)}; allowed: {sorted(allowed)}")
     return cls(**spec)  # type: ignore[return-value]
 
 

@@ -16,9 +16,7 @@ from verl.workers.rollout.vllm_rollout.utils import vLLMColocateWorkerExtension
 
 
 class CpuReloadWorkerExtension(vLLMColocateWorkerExtension):
-    def update_weights_from_ipc(
-        self, peft_config: dict | None = None, base_sync_done=False, use_shm: bool = False
-    ):
+    def update_weights_from_ipc(self, peft_config: dict | None = None, base_sync_done=False, use_shm: bool = False):
         from verl.workers.rollout.vllm_rollout.bucketed_weight_transfer import BucketedWeightReceiver
 
         if peft_config:
@@ -29,9 +27,9 @@ class CpuReloadWorkerExtension(vLLMColocateWorkerExtension):
         def on_bucket(weights: list[tuple[str, torch.Tensor]], is_last: bool) -> None:
             received.extend((name, t.detach().clone()) for name, t in weights)
 
-        BucketedWeightReceiver(
-            zmq_handle=self._get_zmq_handle(), device=self.device, use_shm=use_shm
-        ).receive_weights(on_bucket_received=on_bucket)
+        BucketedWeightReceiver(zmq_handle=self._get_zmq_handle(), device=self.device, use_shm=use_shm).receive_weights(
+            on_bucket_received=on_bucket
+        )
         self.reload_weights(weights_iterator=iter(received))
         # What the engine now holds, for coolsampler.worker.tap (weights read back from the CPU
         # GEMM path are prepacked and unusable).
