@@ -30,9 +30,7 @@ FIG1_KEYS = {
 
 
 def snakemake(*args: str, cwd: Path = REPO, timeout: int = 120) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [*SNAKEMAKE, *args], cwd=cwd, capture_output=True, text=True, timeout=timeout, check=False
-    )
+    return subprocess.run([*SNAKEMAKE, *args], cwd=cwd, capture_output=True, text=True, timeout=timeout, check=False)
 
 
 def jobs(out: str, rule: str, field: str = "output") -> list[str]:
@@ -113,11 +111,7 @@ def test_bad_study_stops_before_any_job(tmp_path):
 def test_lint_and_format():
     """Lint clean but for the conda/container recommendation (reason: Snakefile header)."""
     res = snakemake("--lint")
-    lints = [
-        line.strip()
-        for line in (res.stdout + res.stderr).splitlines()
-        if line.startswith("    * ")
-    ]
+    lints = [line.strip() for line in (res.stdout + res.stderr).splitlines() if line.startswith("    * ")]
     assert lints and all(x.startswith("* Specify a conda environment or container") for x in lints), lints
     fmt = subprocess.run(
         [sys.executable, "-m", "snakefmt", "--check", "Snakefile", "workflow/rules"],
@@ -127,10 +121,11 @@ def test_lint_and_format():
         check=False,
     )
     assert fmt.returncode == 0, fmt.stderr
-    ruff = subprocess.run(
-        [sys.executable, "-m", "ruff", "check", "."], cwd=REPO, capture_output=True, text=True, check=False
-    )
-    assert ruff.returncode == 0, ruff.stdout
+    for ruff_args in (["check", "."], ["format", "--check", "."]):
+        ruff = subprocess.run(
+            [sys.executable, "-m", "ruff", *ruff_args], cwd=REPO, capture_output=True, text=True, check=False
+        )
+        assert ruff.returncode == 0, (ruff_args, ruff.stdout)
 
 
 # --------------------------------------------------------------------------------------------------
