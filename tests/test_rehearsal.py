@@ -145,11 +145,13 @@ def test_rehearsal_of_the_paper_study(tmp_path):
             assert (out / f"{target}.png").stat().st_size > 10_000, target
         else:
             assert (out / f"{target}.md").read_text().startswith(f"**Table {target[-1]}.**"), target
-    # the GSM8K and MATH reward routes scored real answers: the best training reward of any run of
-    # each task (one 4-step run of 64 samples may score none; the task's runs together do)
+    # the GSM8K and MATH reward routes scored real answers in training or validation, in some run of
+    # the task: the rehearsal model answers ~3% of sums, so one 4-step run of 64 samples scores none
+    # about one time in seven (CI saw it); a task's runs together all but never do
     rewards: dict[str, float] = {}
     for r in REHEARSAL.runs:
-        best = pd.read_parquet(out / "runs" / r.key / "metrics.parquet").reward[1:].max()
+        m = pd.read_parquet(out / "runs" / r.key / "metrics.parquet")
+        best = max(m.reward[1:].max(), m.val_acc.max())
         rewards[r.task] = max(rewards.get(r.task, 0.0), float(best))
     assert rewards["gsm8k"] > 0 and rewards["math"] > 0, rewards
     (tmp_path / "rehearsal.md").write_text(summary)
