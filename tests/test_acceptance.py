@@ -161,6 +161,13 @@ def test_timing_and_logprob_checks():
         "step time N=1 patched / unpatched": "fail",
         "unpatched arm ran upstream verl": "fail",
     }
+    # the cpu platform prints the same ratios without judging them (2 shared cores)
+    on_cpu = acc.timing_checks(
+        {"N=1": res("N=1", 1, 3.0), "N=8": res("N=8", 8, 3.6), "unpatched": res("u", 1, 2.0, True)}, "cpu"
+    )
+    ratios = {c.name: c for c in on_cpu if "/" in c.name}
+    assert [(c.value, c.status) for c in ratios.values()] == [("1.200", "info"), ("1.500", "info")]
+    assert all("judged on gpu" in c.limit for c in ratios.values())
     err = {
         "tokens": 100.0,
         "q@Tb max": 5e-5,
@@ -203,6 +210,6 @@ def test_acceptance_on_the_cpu_stack(tmp_path):
     assert status["staleness sequence, N=4"] == "pass"
     assert status["sampler log-probs = log_softmax(z/Tb)"] == "pass"
     assert status["learner old log-probs = log_softmax(z/Tl)"] == "pass"
-    assert status["step time N=8 / N=1"] == "pass"
+    assert status["step time N=8 / N=1"] == "info"  # printed, judged on gpu only
     assert status["peak host memory (PSS of the run's session)"] == "pass"
     assert "| staleness sequence, N=4 | 0 1 2 3 |" in (out / "summary.md").read_text()
