@@ -116,3 +116,21 @@ def test_data_dir_reaches_the_training_inputs_and_the_cli(tmp_path, capsys):
     assert cli_main(["overrides", key, "--study", str(tmp_path / "s.yaml"), "--platform", "gpu"]) == 0
     o = as_dict(capsys.readouterr().out.splitlines())
     assert o["data.train_files"] == str(tmp_path / "elsewhere/gsm8k/train.parquet")
+
+
+def test_each_run_has_its_own_weight_push_socket(monkeypatch):
+    """verl names the weight-push socket by the Ray job id, the same (01000000) in every fresh Ray
+    cluster: two runs on one host would swap weights. Both ends insert the attempt's token, which
+    run_verl draws afresh for each attempt."""
+    from coolsampler.platform import RUN_TOKEN_ENV
+    from coolsampler.worker.cpu_platform import run_socket
+
+    verl = "ipc:///tmp/rl-colocate-zmq-01000000-replica-0-rank-0.sock"
+    monkeypatch.delenv(RUN_TOKEN_ENV, raising=False)
+    assert run_socket(verl) == verl
+    monkeypatch.setenv(RUN_TOKEN_ENV, "a1b2c3")
+    mine = run_socket(verl)
+    assert mine == "ipc:///tmp/rl-colocate-zmq-a1b2c3-01000000-replica-0-rank-0.sock"
+    assert run_socket(mine) == mine  # applied once, whichever end asks first
+    monkeypatch.setenv(RUN_TOKEN_ENV, "d4e5f6")
+    assert run_socket(verl) != mine

@@ -16,13 +16,14 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from coolsampler.metrics_schema import pick
-from coolsampler.platform import PREFORK_ENV
+from coolsampler.platform import PREFORK_ENV, RUN_TOKEN_ENV
 from coolsampler.worker import prefork
 
 
@@ -227,7 +228,13 @@ def run_verl(
     earlier = attempt_logs(jsonl)
     current = jsonl.parent / "attempts" / f"{len(earlier) + 1:02d}.jsonl"
     current.parent.mkdir(parents=True, exist_ok=True)
-    full_env = {**os.environ, **(env or {}), "VERL_FILE_LOGGER_PATH": str(current), "PYTHONUNBUFFERED": "1"}
+    full_env = {
+        **os.environ,
+        **(env or {}),
+        "VERL_FILE_LOGGER_PATH": str(current),
+        "PYTHONUNBUFFERED": "1",
+        RUN_TOKEN_ENV: uuid.uuid4().hex[:12],  # this attempt's own weight-push socket (cpu platform)
+    }
     # issue 6: in a container the image's interpreter runs verl
     python = [*prefix, "python3"] if prefix else [sys.executable]
     overrides = [*overrides, *resume_overrides(overrides, earlier)]

