@@ -4,7 +4,7 @@
     snakemake --cores 1 --configfile=config/paper.yaml results/fig1.pdf   # one paper figure
     snakemake --profile profiles/slurm --configfile=config/paper.yaml results/fig1.pdf
 
-Result-path scheme (coolsampler.paths owns it; R = the study's `results:`, the paper's `results`, the
+Result-path scheme (coolsampler.train.paths owns it; R = the study's `results:`, the paper's `results`, the
 smoke study's `results/smoke`; S = `results`, shared by every study; D = `data_dir`, default S/data):
 
     S/build/verl-0.9.1+coolsampler.<patch-hash>-py3-none-any.whl     patched verl (rule verl_wheel)
@@ -16,19 +16,19 @@ smoke study's `results/smoke`; S = `results`, shared by every study; D = `data_d
     M/hub/<org>/<name>/<revision>/ (+ prefetch.json)                   a study's pinned hub models (rule prefetch_model;
                                                                        M = `models_dir`, default S/models)
     R/runs/<model>/<task>/<settings>/                                  one training run; <model>/<task>/<settings>
-                                                                       is its run key (coolsampler.study), e.g.
+                                                                       is its run key (coolsampler.spec.study), e.g.
                                                                        qwen2.5-math-1.5b/gsm8k/N192_lr2e-6_tis_Tb0.8_Tl1_s43
         run.yaml            every setting, the effective recipe, commit, package versions, training key,
-                            verl's overrides and environment (rule train; coolsampler.provenance.run_record)
+                            verl's overrides and environment (rule train; coolsampler.spec.provenance.run_record)
         train.jsonl         verl's `file` logger, one line per step (rule train)
         train.log           verl's console, with progress lines (step k/T, ETA)
         train.benchmark.tsv wall time and memory of the job
         checkpoints/        verl's newest checkpoint (+ the stale sampler's snapshot): what a resume starts from
-        metrics.parquet     one row per step, schema coolsampler.metrics_schema (rule parse)
+        metrics.parquet     one row per step, schema coolsampler.spec.metrics_schema (rule parse)
         status.json         whether the log is whole, and what is missing
         key-changed-<k>.json, set-aside-<k>.json, superseded/<old k>/
                             a run whose training key changed to <k>, and its set-aside checkpoints
-                            (coolsampler.rerun; rule supersede)
+                            (coolsampler.train.rerun; rule supersede)
     R/fig<1-8>.pdf|.png                                                figures (rule figure)
     R/table<1-4>.csv|.tex|.md|.html                                    tables (rule table)
     R/runs/<key>/curves.png                                            one run at a glance, for the report (rule run_curves)
@@ -39,9 +39,9 @@ smoke study's `results/smoke`; S = `results`, shared by every study; D = `data_d
 A figure or table depends only on the runs its `figures:` entry in the study selects.
 
 Software environment: no rule declares `conda:` or `container:` (the one `snakemake --lint`
-recommendation left). Every rule runs in the environment made by workflow/scripts/setup_env.sh
+recommendation left). Every rule runs in the environment made by workflow/tools/setup_env.sh
 (CPU) or in the project image built by rule `image` (GPU profiles), which the training jobs enter
-themselves (coolsampler.container). A per-rule conda env cannot hold the patched verl, which only
+themselves (coolsampler.train.container). A per-rule conda env cannot hold the patched verl, which only
 comes from our wheel build, and `--sdm apptainer` would need the image before the DAG builds it.
 """
 
@@ -49,18 +49,24 @@ from pathlib import Path
 
 import yaml
 
-from coolsampler.study import KEY_WILDCARD_RE, StudyError, study_from_dict
+from coolsampler.spec.study import KEY_WILDCARD_RE, StudyError, study_from_dict
+from coolsampler.train.overrides import check_extra_overrides
+from coolsampler.train.paths import SMOKE_STUDY
 
 # The study: --configfile names one; with none, the smoke study. Validated before any job exists.
 # (--config key=value alone keeps the smoke study and overrides its keys)
 if "name" not in config and "runs" not in config:
-    for k, v in yaml.safe_load(Path("config/config.yaml").read_text()).items():
+    for k, v in yaml.safe_load(Path(SMOKE_STUDY).read_text()).items():
         config.setdefault(k, v)
 # analysis_only=true, a switch of this invocation and not of the study: draw from the runs that exist,
 # never train (workflow/rules/common.smk; `coolsampler figures RESULTS_DIR` sets it)
 ANALYSIS_ONLY = str(config.pop("analysis_only", False)).lower() in ("true", "1", "yes")
 try:
-    STUDY = study_from_dict(config, origin=config.get("name", "study"))
+    STUDY = study_from_dict(
+        config,
+        origin=config.get("name", "study"),
+        check_overrides=check_extra_overrides,
+    )
 except StudyError as err:
     raise WorkflowError(f"invalid study config: {err}") from None
 
@@ -93,3 +99,4 @@ rule all:
     input:
         study_targets(),
         run_curve_targets(),
+        claims_targets(),

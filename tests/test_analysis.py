@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from coolsampler.analysis import (
+from coolsampler.results.analysis import (
     cycle_age,
     cycle_of,
     cycle_readings,
@@ -26,8 +26,8 @@ from coolsampler.analysis import (
     summarize_run,
     whole_run_mean,
 )
-from coolsampler.metrics_schema import COLUMNS, RunStatus
-from coolsampler.synthetic import make_metrics
+from coolsampler.spec.metrics_schema import COLUMNS, RunStatus
+from coolsampler.testkit.synthetic import make_metrics
 
 
 def curve(points: dict[int, float]) -> pd.Series:

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 import yaml
 
-from coolsampler.study import KEY_WILDCARD_RE, StudyError, parse_key, study_from_dict
+from coolsampler.spec.study import KEY_WILDCARD_RE, StudyError, parse_key, study_from_dict
 
 REPO = Path(__file__).resolve().parents[1]
 SMOKE: dict[str, Any] = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
@@ -339,3 +339,16 @@ def test_wildcard_constraint_rejects_dot_dot_model(key: str):
 def test_parse_key_rejects_slashes_around_the_key(key: str):
     with pytest.raises(ValueError):
         parse_key(key)
+
+
+@pytest.mark.parametrize(("kind", "value"), [("model", "gpt-5"), ("task", "gsm9k")])
+def test_an_unknown_model_or_task_names_the_extension_point(kind: str, value: str) -> None:
+    """The error says what is allowed and where a study defines its own, with an example that loads."""
+    raw = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
+    raw["defaults"][kind] = value
+    with pytest.raises(StudyError) as err:
+        study_from_dict(raw, origin="smoke")
+    msg = str(err.value)
+    assert f"in the study's {kind}s: block, e.g. {kind}s: {{" in msg and "\n" not in msg
+    example = yaml.safe_load(msg.split(", e.g. ", 1)[1])  # the example is YAML a study can hold
+    assert set(example) == {f"{kind}s"}

@@ -1,15 +1,15 @@
-"""The stack benchmark's pure parts (workflow/scripts/bench_stack.py; the benchmark itself runs verl)."""
+"""The stack benchmark's pure parts (workflow/tools/bench_stack.py; the benchmark itself runs verl)."""
 
 from __future__ import annotations
 
 import importlib.util
 from pathlib import Path
 
-from coolsampler.overrides import RunPaths, verl_overrides
-from coolsampler.platform import get_platform
-from coolsampler.study import parse_key
+from coolsampler.spec.study import parse_key
+from coolsampler.train.overrides import RunPaths, verl_overrides
+from coolsampler.train.platform import get_platform
 
-SCRIPT = Path(__file__).resolve().parents[1] / "workflow" / "scripts" / "bench_stack.py"
+SCRIPT = Path(__file__).resolve().parents[1] / "workflow" / "tools" / "bench_stack.py"
 spec = importlib.util.spec_from_file_location("bench_stack", SCRIPT)
 bench = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(bench)
@@ -27,13 +27,13 @@ def test_budgets_pass_and_fail():
     assert got == {"start-up": True, "peak memory (sum of PSS)": False, "median step": False}
 
 
-def test_before_issue_14_is_the_old_vllm_process_layout():
+def test_before_speed_work_is_the_old_vllm_process_layout():
     run = parse_key("toy-qwen2/arith/N4_lr1e-4_tis_Tb1_Tl1_s1_st16")
     ov = verl_overrides(run, RunPaths("m", "t", "v", "o"), platform="cpu", study_recipe={})
     env = get_platform("cpu").env()
     assert env["VLLM_ENABLE_V1_MULTIPROCESSING"] == "0"
     assert any(o.endswith("engine_kwargs.vllm.distributed_executor_backend=uni") for o in ov)
-    old_ov, old_env = bench.before_issue_14(ov, env)
+    old_ov, old_env = bench.before_speed_work(ov, env)
     assert "VLLM_ENABLE_V1_MULTIPROCESSING" not in old_env and old_env["VLLM_CPU_KVCACHE_SPACE"] == "1"
     assert env[bench.PREFORK_ENV] == "1" and old_env[bench.PREFORK_ENV] == "0"  # every worker a fresh interpreter
     assert bench.without_prefork(ov, env) == (ov, {**env, bench.PREFORK_ENV: "0"})

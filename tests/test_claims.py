@@ -1,6 +1,6 @@
-"""config/claims.yaml and coolsampler.claims: the paper's statements as checkable claims.
+"""config/claims.yaml and coolsampler.results.claims: the paper's statements as checkable claims.
 
-Synthetic runs (coolsampler.synthetic) stand in for the paper's 53: every claim is computed on them,
+Synthetic runs (coolsampler.testkit.synthetic) stand in for the paper's 53: every claim is computed on them,
 then (a) with the paper value set to what the runs show, every claim must say ``reproduced``, and
 (b) shifted outside its tolerance, every claim must say ``differs``. The converse, runs shaped to the
 paper's own values, is tests/test_claims_synthetic.py. Missing runs give ``not run``, a
@@ -23,12 +23,12 @@ import pandas as pd
 import pytest
 import yaml
 
-from coolsampler import claims as C
-from coolsampler.claims_cli import claims_text
-from coolsampler.metrics import write_metrics
-from coolsampler.metrics_schema import RunStatus
-from coolsampler.study import Run, load_study
-from coolsampler.synthetic import demo_runs, make_metrics
+from coolsampler.cli.claims import claims_text
+from coolsampler.results import claims as C
+from coolsampler.results.metrics import write_metrics
+from coolsampler.spec.metrics_schema import RunStatus
+from coolsampler.spec.study import Run, load_study
+from coolsampler.testkit.synthetic import demo_runs, make_metrics
 
 REPO = Path(__file__).resolve().parents[1]
 CLAIMS = REPO / "config" / "claims.yaml"
@@ -46,7 +46,7 @@ def paper_runs() -> list[Run]:
 
 
 def synthetic_data(runs: list[Run]) -> dict[str, C.RunData]:
-    """Paper-shaped synthetic metrics for every run of the paper study (coolsampler.synthetic)."""
+    """Paper-shaped synthetic metrics for every run of the paper study (coolsampler.testkit.synthetic)."""
     demo = {r.key: (m, s) for r, m, s in demo_runs()}
     out = {}
     for i, r in enumerate(runs):
@@ -293,7 +293,7 @@ def test_staleness_budget_from_observed_onsets(paper_runs: list[Run], data: dict
 
 
 def test_staleness_at_onset_uses_the_log_and_falls_back_to_the_gate() -> None:
-    from coolsampler.study import Temperature
+    from coolsampler.spec.study import Temperature
 
     run = Run("qwen2.5-math-1.5b", "gsm8k", 96, 2e-6, "tis", Temperature(), 1.0, 1, 300, 10)
     m = make_metrics(96, 300, 10, 1.0, collapse_at=250)
@@ -380,7 +380,7 @@ def test_cli_on_run_directories(tmp_path: Path, paper_runs: list[Run], data: dic
 
 def test_probe_relaxes_filters_to_the_mechanism(tmp_path: Path) -> None:
     """Stand-in runs (another model and task) exercise every claim whose mechanism they share."""
-    from coolsampler.study import Temperature
+    from coolsampler.spec.study import Temperature
 
     runs = [
         Run("toy-qwen2", "arith", 32, 1e-4, corr, Temperature("fixed", tb), 1.0, seed, 64, 8)

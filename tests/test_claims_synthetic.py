@@ -1,8 +1,8 @@
 """Every claim of config/claims.yaml on synthetic runs whose values are set to the paper's.
 
-Issue 12's "done when": the report says ``reproduced`` for every claim on synthetic runs whose values
+The report says ``reproduced`` for every claim on synthetic runs whose values
 are the paper's, and ``differs`` for every claim on runs shifted outside the tolerance. Each claim
-gets its own world (``coolsampler.synthetic_claims``): the runs its filter selects, shaped so that its
+gets its own world (``coolsampler.testkit.synthetic_claims``): the runs its filter selects, shaped so that its
 quantity reduces to the paper's value. The paper values and the verdict logic are the real ones; only
 the runs are made up.
 """
@@ -16,11 +16,11 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from coolsampler import claims as C
-from coolsampler import synthetic_claims as S
-from coolsampler.claims_cli import claims_text
-from coolsampler.metrics import write_metrics
-from coolsampler.study import Run, Temperature, load_study
+from coolsampler.cli.claims import claims_text
+from coolsampler.results import claims as C
+from coolsampler.results.metrics import write_metrics
+from coolsampler.spec.study import Run, Temperature, load_study
+from coolsampler.testkit import synthetic_claims as S
 
 REPO = Path(__file__).resolve().parents[1]
 CLAIMS = C.load_claims(REPO / "config" / "claims.yaml")
@@ -144,7 +144,7 @@ def test_a_shaped_run_measures_its_target(fn: str, args: dict[str, Any], target:
 
 
 def test_shapes_keep_the_metrics_schema() -> None:
-    from coolsampler.metrics_schema import COLUMNS
+    from coolsampler.spec.metrics_schema import COLUMNS
 
     for fn in S.SHAPERS:
         c = next(c for c in CLAIMS.claims if c["quantity"]["fn"] == fn)

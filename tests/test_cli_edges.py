@@ -1,4 +1,4 @@
-"""The CLI's edges (issue 13 item 8): ``analyze`` and ``parse`` on logs outside their run directory,
+"""The CLI's edges: ``analyze`` and ``parse`` on logs outside their run directory,
 truncated, without validation, missing or empty; ``parse --out`` by suffix."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from coolsampler.cli import main
-from coolsampler.metrics_schema import COLUMNS
+from coolsampler.spec.metrics_schema import COLUMNS
 
 
 def bare_log(path: Path, steps: int, *, val_every: int | None = 10, temperature: bool = False) -> Path:

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from coolsampler.container import (
+from coolsampler.train.container import (
     IMAGE_ATTENTION,
     IMAGE_FILES,
     ContainerError,
@@ -35,8 +35,8 @@ from coolsampler.container import (
     read_digest,
     training_prefix,
 )
-from coolsampler.launch import run_verl
-from coolsampler.train_job import TrainingFailed, check_installed_verl
+from coolsampler.train.job import TrainingFailed, check_installed_verl
+from coolsampler.train.launch import run_verl
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCKERFILE = (ROOT / "containers" / "Dockerfile").read_text()
@@ -44,6 +44,7 @@ DEF = (ROOT / "containers" / "coolsampler.def").read_text()
 PINS = {"VLLM_VERSION": "0.24.0", "TORCH_VERSION": "2.11.0", "TRANSFORMERS_VERSION": "5.9.0"}
 BASE = "vllm/vllm-openai"
 sys.path.insert(0, str(ROOT / "workflow" / "scripts"))
+sys.path.insert(0, str(ROOT / "workflow" / "tools"))
 import build_image  # noqa: E402
 import lock_image  # noqa: E402
 
@@ -291,11 +292,11 @@ def test_image_build_records_the_digest(tmp_path: Path) -> None:
         build_image.build("docker", "coolsampler:test", "0.9.1+coolsampler.nope", out, root=tmp_path)
 
 
-# ------------------------------------------------------------------------- image inputs (issue 11)
+# ------------------------------------------------------------------------- image inputs
 
 
 def test_image_sources_are_what_training_imports() -> None:
-    """Rule image depends on the code verl runs and what it imports (data.py through rewards.py),
+    """Rule image depends on the code verl runs (coolsampler.worker) and the spec modules it imports,
     and not on the analysis side: editing a plot must not rebuild the image and retrain every run."""
     docker = image_sources(ROOT, "docker")
     apptainer = image_sources(ROOT, "apptainer")
@@ -303,16 +304,18 @@ def test_image_sources_are_what_training_imports() -> None:
         assert all((ROOT / f).is_file() for f in files), [f for f in files if not (ROOT / f).is_file()]
         for needed in (
             "workflow/coolsampler/__init__.py",
-            "workflow/coolsampler/rewards.py",
-            "workflow/coolsampler/data.py",  # imported lazily by rewards.score_gsm8k
+            "workflow/coolsampler/worker/rewards.py",
+            "workflow/coolsampler/spec/temperature.py",  # the controller parses its spec there
             "workflow/coolsampler/worker/__init__.py",
             "workflow/coolsampler/worker/losses.py",
             "workflow/coolsampler/worker/controller.py",
             *IMAGE_FILES,
         ):
             assert needed in files, needed
-        for analysis in ("analysis", "plotting", "figures", "tables", "metrics_schema", "study", "cli", "analyze_cli"):
-            assert f"workflow/coolsampler/{analysis}.py" not in files, analysis
+        # the image's package code is coolsampler.worker plus the spec modules it imports, nothing else
+        package = [f for f in files if f.startswith("workflow/coolsampler/")]
+        assert {f.split("/")[2] for f in package} <= {"__init__.py", "worker", "spec"}, package
+        assert "workflow/coolsampler/spec/study.py" not in files
     assert "containers/Dockerfile" in docker and "containers/coolsampler.def" not in docker
     assert "containers/coolsampler.def" in apptainer and "containers/Dockerfile" not in apptainer
     every_worker_file = {
@@ -320,7 +323,7 @@ def test_image_sources_are_what_training_imports() -> None:
     }
     assert every_worker_file <= set(docker)
     smk = (ROOT / "workflow/rules/common.smk").read_text()
-    assert "image_sources(" in smk and '"workflow/coolsampler/rewards.py"' not in smk
+    assert "image_sources(" in smk and '"workflow/coolsampler/worker/rewards.py"' not in smk
 
 
 def test_import_walk(tmp_path: Path) -> None:
@@ -330,7 +333,7 @@ def test_import_walk(tmp_path: Path) -> None:
     (pkg / "worker").mkdir(parents=True)
     files = {
         "__init__.py": "",
-        "rewards.py": "def f():\n    from coolsampler.data import x\n    return x\n",
+        "worker/rewards.py": "def f():\n    from coolsampler.data import x\n    return x\n",
         "data.py": "from . import util\nx = 1\n",
         "util.py": "import os\n",
         "typed.py": "",
@@ -347,15 +350,15 @@ def test_import_walk(tmp_path: Path) -> None:
     for name, text in files.items():
         (pkg / name).write_text(text)
     assert image_root_modules(pkg) == [
-        "coolsampler.rewards",
         "coolsampler.worker",
         "coolsampler.worker.a",
         "coolsampler.worker.b",
+        "coolsampler.worker.rewards",
     ]
     found = image_module_files(package_dir=pkg)
     assert set(found) == {
         "coolsampler",
-        "coolsampler.rewards",
+        "coolsampler.worker.rewards",
         "coolsampler.data",
         "coolsampler.util",
         "coolsampler.named",
@@ -381,14 +384,14 @@ def test_modules_a_run_names_are_in_the_image() -> None:
     named: set[str] = set()
     # what verl is told by name: the overrides and the platform's environment (other strings naming
     # coolsampler modules, e.g. logger names, tell verl nothing)
-    for path in (ROOT / "workflow/coolsampler" / m for m in ("overrides.py", "platform.py")):
+    for path in (ROOT / "workflow/coolsampler/train" / m for m in ("overrides.py", "platform.py")):
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Constant) and isinstance(node.value, str):
                 named |= {n.strip() for n in node.value.split(",") if re.fullmatch(r"coolsampler(\.\w+)+", n.strip())}
     for patch in (ROOT / "patches/verl").glob("*.patch"):
         added = "\n".join(line[1:] for line in patch.read_text().splitlines() if line.startswith("+"))
         named |= {m for m in _named_modules(added) if re.search(rf"(from|import)\s+{re.escape(m)}\b", added)}
-    assert "coolsampler.rewards" in named and "coolsampler.worker.controller" in named
+    assert "coolsampler.worker.rewards" in named and "coolsampler.worker.controller" in named
     modules = set(image_modules())
     for name in named:
         parts = name.split(".")
@@ -409,7 +412,7 @@ def test_check_image_passes_on_the_cpu_stack() -> None:
     """containers/check_image.py (what install.sh runs in the image) on this machine's stack: every
     import resolves and the tiny Qwen2 with the image's attention gives each sequence its own logits
     through verl's FSDP input preparation."""
-    from coolsampler.platform import get_platform
+    from coolsampler.train.platform import get_platform
 
     env = {**os.environ, **get_platform("cpu").env(), "PYTHONPATH": str(ROOT / "workflow")}
     res = subprocess.run(
@@ -483,3 +486,11 @@ def test_install_script_pins_from_the_lock(tmp_path: Path) -> None:
     assert names == set(LOCK["packages"]) - frozen - {"verl"}
     res = subprocess.run([*run, "0.23.0", *pins[1:]], capture_output=True, text=True)
     assert res.returncode != 0 and "the image pins 0.23.0" in res.stderr
+
+
+def test_the_test_kit_never_enters_the_image() -> None:
+    """Both image definitions leave coolsampler.testkit out, and no training module imports it."""
+    ignore = (ROOT / "containers" / "Dockerfile.dockerignore").read_text().splitlines()
+    assert "workflow/coolsampler/testkit" in ignore
+    assert "rm -rf /opt/coolsampler/src/workflow/coolsampler/testkit" in DEF
+    assert not [m for m in image_modules() if m.startswith("coolsampler.testkit")]

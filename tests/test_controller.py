@@ -8,7 +8,7 @@ import math
 
 import pytest
 
-from coolsampler.study import Temperature, parse_key
+from coolsampler.spec.study import Temperature, parse_key
 from coolsampler.worker.controller import (
     SATURATION_RULES,
     SCOPES,
@@ -252,9 +252,9 @@ def test_every_study_temperature_spec_builds(tb: Temperature) -> None:
 
 
 def test_study_and_controller_share_the_option_names() -> None:
-    from coolsampler import study
+    from coolsampler.spec import temperature
 
-    assert study.SCOPES is SCOPES and study.SATURATION_RULES is SATURATION_RULES
+    assert temperature.SCOPES is SCOPES and temperature.SATURATION_RULES is SATURATION_RULES
 
 
 @pytest.mark.parametrize(
@@ -442,7 +442,7 @@ def _patched_verl():
     from verl.trainer.ppo.v1 import agent_loop_tq, trainer_base
 
     assert hasattr(trainer_base.PPOTrainer, "_update_sampler_temperature"), (
-        "installed verl wheel lacks patch 0003b-controller-wiring: rerun workflow/scripts/setup_env.sh"
+        "installed verl wheel lacks patch 0003b-controller-wiring: rerun workflow/tools/setup_env.sh"
     )
     return trainer_base, agent_loop_tq
 

@@ -1,4 +1,4 @@
-"""Offline tests of coolsampler.data and the data rules, on the fixtures in tests/fixtures/hf.
+"""Offline tests of coolsampler.train.data and the data rules, on the fixtures in tests/fixtures/hf.
 
 The fixtures are synthetic records in the HF schemas of openai/gsm8k (main), DigitalLearningGmbH/
 MATH-lighteval (default) and HuggingFaceH4/MATH-500, so preparation runs end to end without the Hub.
@@ -17,8 +17,8 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from coolsampler import data
-from coolsampler.settings import TASKS
+from coolsampler.spec.settings import TASKS
+from coolsampler.train import data
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = Path(__file__).parent / "fixtures" / "hf"
@@ -139,7 +139,7 @@ def test_verl_rlhf_dataset_loads_the_parquet(tmp_path: Path, loader: data.Loader
 @pytest.mark.parametrize("key", sorted(data.SPLITS))
 def test_every_prepared_source_has_a_reward(key: tuple[str, str]) -> None:
     """The reward router knows every data_source this module writes, and scores a right answer 1."""
-    rewards = pytest.importorskip("coolsampler.rewards")
+    rewards = pytest.importorskip("coolsampler.worker.rewards")
     pytest.importorskip("verl.utils.reward_score.gsm8k")
     spec = data.SPLITS[key]
     answer = "#### 1234" if spec.task == "gsm8k" else "\\boxed{\\frac{1}{2}}"
@@ -222,7 +222,7 @@ def test_real_hf_loader_offline_without_cache(tmp_path: Path) -> None:
     pytest.importorskip("datasets")
     code = textwrap.dedent(
         f"""
-        from coolsampler import data
+        from coolsampler.train import data
         try:
             data.prepare_split("gsm8k", "test", {str(tmp_path / "data")!r}, {str(tmp_path / "cache")!r})
         except data.DataUnavailableError as exc:

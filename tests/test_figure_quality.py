@@ -13,13 +13,15 @@ import numpy as np
 import pytest
 import yaml
 
-from coolsampler import plotting as P
-from coolsampler.analysis import kl_step_for
-from coolsampler.figures import fig2_step_text
-from coolsampler.report import NO_IMAGE, run_curves_from_files, run_labels
-from coolsampler.study import StudyError, load_study, study_from_dict
-from coolsampler.synthetic import DEMO_FIGURES, demo_panels, demo_runs, write_study_results
-from coolsampler.targets import TARGETS, PanelError, load_metrics, load_status, panel_filters, render
+from coolsampler.paper import plotting as P
+from coolsampler.paper.figures import fig2_step_text
+from coolsampler.paper.render import render
+from coolsampler.paper.report import NO_IMAGE, run_curves_from_files, run_labels
+from coolsampler.results.analysis import kl_step_for
+from coolsampler.results.loaders import load_metrics, load_status
+from coolsampler.spec.study import StudyError, load_study, study_from_dict
+from coolsampler.spec.targets import TARGETS, PanelError, panel_filters
+from coolsampler.testkit.synthetic import DEMO_FIGURES, demo_panels, demo_runs, write_study_results
 from tests.test_figures import _capture_figure
 
 REPO = Path(__file__).resolve().parents[1]
@@ -223,14 +225,14 @@ def test_snakemake_report_from_existing_runs(tmp_path: Path) -> None:
 
 def test_markdown_reports_become_html_tables() -> None:
     """claims.md in the report: its pipe tables rendered as tables (rule claims_html)."""
-    from coolsampler.writers import markdown_page
+    from coolsampler.paper.writers import markdown_page
 
     page = markdown_page("# Claims\n\n| id | ours |\n|---|---|\n| a<b | 0.512 |\n", title="claims")
     assert "<h1>Claims</h1>" in page and "<table>" in page and "<td>a&lt;b</td>" in page
 
 
 def test_report_reads_the_commit_that_run_record_writes():
-    from coolsampler.report import NOT_RECORDED, commit_text
+    from coolsampler.paper.report import NOT_RECORDED, commit_text
 
     assert commit_text({"repository": {"commit": "abc1234", "dirty": False}}) == "abc1234"
     assert commit_text({"repository": {"commit": "abc1234", "dirty": True}}) == "abc1234+dirty"

@@ -14,12 +14,14 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from coolsampler import labels, plotting, provenance
-from coolsampler.analyze_cli import analyze
-from coolsampler.labels import availability_notes
-from coolsampler.synthetic import DEMO_FIGURES, demo_panels, demo_runs
-from coolsampler.targets import TARGETS, load_panels, render, run_snakemake_target
-from coolsampler.writers import to_latex, to_markdown
+from coolsampler.cli.analyze import analyze
+from coolsampler.paper import labels, plotting
+from coolsampler.paper.labels import availability_notes
+from coolsampler.paper.render import load_panels, render, run_snakemake_target
+from coolsampler.paper.writers import to_latex, to_markdown
+from coolsampler.spec import provenance
+from coolsampler.spec.targets import TARGETS
+from coolsampler.testkit.synthetic import DEMO_FIGURES, demo_panels, demo_runs
 
 STUDY, COMMIT = "teststudy", "abc1234"
 
@@ -102,7 +104,7 @@ def test_complete_panels_have_no_note(runs: list[Any], tmp_path: Path, monkeypat
 
 
 def test_availability_notes() -> None:
-    from coolsampler.metrics_schema import RunStatus
+    from coolsampler.spec.metrics_schema import RunStatus
 
     df = pd.DataFrame({"step": [1]})
     entries = [
@@ -229,7 +231,7 @@ def test_provenance_commit_and_dirty_flag(tmp_path: Path) -> None:
 
 
 def test_analyze_text(tmp_path: Path) -> None:
-    from coolsampler.synthetic import make_metrics
+    from coolsampler.testkit.synthetic import make_metrics
 
     (tmp_path / "r").mkdir()
     make_metrics(192, collapse_at=190).to_parquet(tmp_path / "r" / "metrics.parquet")

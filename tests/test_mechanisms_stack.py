@@ -16,7 +16,7 @@ import pandas as pd
 import pytest
 import torch
 
-from coolsampler.study import parse_key
+from coolsampler.spec.study import parse_key
 from coolsampler.worker.controller import kl_from_metrics, make_controller
 from tests.stack import World, make_world, records, run_stack
 

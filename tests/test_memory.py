@@ -1,4 +1,4 @@
-"""The paper runs' memory budget (coolsampler.memory) fits the SLURM profile and an 80 GB GPU."""
+"""The paper runs' memory budget (coolsampler.train.memory) fits the SLURM profile and an 80 GB GPU."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from coolsampler import memory
+from coolsampler.train import memory
 
 PROFILE = Path(__file__).resolve().parents[1] / "profiles" / "slurm" / "config.v8+.yaml"
 PAPER_MODELS = ("qwen2.5-math-1.5b", "qwen2.5-math-7b")

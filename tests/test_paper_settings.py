@@ -18,10 +18,11 @@ from pathlib import Path
 
 import pytest
 
-from coolsampler.cli import main, overrides_for
-from coolsampler.metrics_schema import COLUMNS
-from coolsampler.study import Run, load_study
-from coolsampler.synthetic import make_metrics
+from coolsampler.cli import main
+from coolsampler.spec.metrics_schema import COLUMNS
+from coolsampler.spec.study import Run, load_study
+from coolsampler.testkit.synthetic import make_metrics
+from coolsampler.train.overrides import overrides_for
 
 ROOT = Path(__file__).resolve().parents[1]
 PAPER = ROOT / "config" / "paper.yaml"

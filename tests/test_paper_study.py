@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 import yaml
 
-from coolsampler.study import Study, StudyError, load_study, parse_key, study_from_dict
-from coolsampler.targets import TARGETS, panel_filters
+from coolsampler.spec.study import Study, StudyError, load_study, parse_key, study_from_dict
+from coolsampler.spec.targets import TARGETS, panel_filters
 
 PAPER = Path(__file__).resolve().parents[1] / "config" / "paper.yaml"
 

@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 
 from coolsampler.cli import main as cli_main
-from coolsampler.container import ContainerSpec, training_prefix
-from coolsampler.overrides import RunPaths, verl_overrides
-from coolsampler.platform import CPU_SUBSTITUTIONS, MICRO_BATCH_KEYS, PLATFORMS, get_platform
-from coolsampler.settings import CHECKPOINT_EVERY_S, step_seconds
-from coolsampler.study import load_study
+from coolsampler.spec.settings import CHECKPOINT_EVERY_S, step_seconds
+from coolsampler.spec.study import load_study
+from coolsampler.train.container import ContainerSpec, training_prefix
+from coolsampler.train.overrides import RunPaths, verl_overrides
+from coolsampler.train.platform import CPU_SUBSTITUTIONS, MICRO_BATCH_KEYS, PLATFORMS, get_platform
 
 REPO = Path(__file__).resolve().parents[1]
 PAPER = load_study(REPO / "config/paper.yaml")
@@ -122,8 +122,8 @@ def test_each_run_has_its_own_weight_push_socket(monkeypatch):
     """verl names the weight-push socket by the Ray job id, the same (01000000) in every fresh Ray
     cluster: two runs on one host would swap weights. Both ends insert the attempt's token, which
     run_verl draws afresh for each attempt."""
-    from coolsampler.platform import RUN_TOKEN_ENV
     from coolsampler.worker.cpu_platform import run_socket
+    from coolsampler.worker.env import RUN_TOKEN_ENV
 
     verl = "ipc:///tmp/rl-colocate-zmq-01000000-replica-0-rank-0.sock"
     monkeypatch.delenv(RUN_TOKEN_ENV, raising=False)

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from coolsampler.launch import _session_members, verl_command
-from coolsampler.platform import PREFORK_ENV, get_platform
+from coolsampler.train.launch import _session_members, verl_command
+from coolsampler.train.platform import PREFORK_ENV, get_platform
 from coolsampler.worker import prefork
 
 REPO = Path(__file__).resolve().parents[1]

@@ -1,4 +1,4 @@
-"""The README's smoke results are generated from a results directory (workflow/scripts/readme_results.py)."""
+"""The README's smoke results are generated from a results directory (workflow/tools/readme_results.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-SCRIPT = REPO / "workflow" / "scripts" / "readme_results.py"
+SCRIPT = REPO / "workflow" / "tools" / "readme_results.py"
 
 TABLE = """**Table 1.** smoke
 | Objective | Tb | N | Degraded |

@@ -14,10 +14,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from coolsampler.paths import Layout
-from coolsampler.rehearsal import REHEARSAL_STEPS, arm, choose_runs, rehearsal_study
-from coolsampler.study import load_study
-from coolsampler.targets import panel_filters
+from coolsampler.spec.study import load_study
+from coolsampler.spec.targets import panel_filters
+from coolsampler.train.paths import Layout
+from coolsampler.train.rehearsal import REHEARSAL_STEPS, arm, choose_runs, rehearsal_study
 from tests.stack import copy_repo
 
 REPO = Path(__file__).resolve().parents[1]
@@ -68,7 +68,8 @@ def test_rehearsal_substitutes_model_and_data_in_the_tasks_format():
 @pytest.mark.parametrize("task", ["gsm8k", "math"])
 def test_rehearsal_data_takes_the_tasks_own_reward_route(task, tmp_path):
     pytest.importorskip("verl")
-    from coolsampler import rewards, toy
+    from coolsampler.testkit import toy
+    from coolsampler.worker import rewards
 
     paths = toy.write_rehearsal_task(tmp_path, task)
     for split, path in paths.items():

@@ -1,4 +1,4 @@
-"""No file of the repository points outside it (issue 13 item 9): what users need is said in the
+"""No file of the repository points outside it: what users need is said in the
 project's own docs, not in notes next to a checkout that a clone does not have."""
 
 from __future__ import annotations

@@ -16,12 +16,13 @@ import pandas as pd
 import pytest
 import yaml
 
-from coolsampler.analysis import summarize_run
-from coolsampler.metrics import length_clip_fraction, parse_jsonl
-from coolsampler.study import StudyError, Temperature, load_study, study_from_dict
-from coolsampler.synthetic import _DEMO, demo_panels, demo_runs
-from coolsampler.tables import comparison_key, table4_order
-from coolsampler.targets import TARGETS, render, target_options
+from coolsampler.paper.render import render
+from coolsampler.paper.tables import comparison_key, table4_order
+from coolsampler.results.analysis import summarize_run
+from coolsampler.results.metrics import length_clip_fraction, parse_jsonl
+from coolsampler.spec.study import StudyError, Temperature, load_study, study_from_dict
+from coolsampler.spec.targets import TARGETS, target_options
+from coolsampler.testkit.synthetic import _DEMO, demo_panels, demo_runs
 from tests.test_broken_logs import DROP, KEY, STEPS, VAL_EVERY, records, write
 from tests.test_figures import _capture_figure
 
@@ -281,10 +282,11 @@ def test_table_rendering_loads_no_figure_code(tmp_path: Path) -> None:
     """The table script renders through the registry without importing the figures or matplotlib."""
     code = (
         "import sys\n"
-        "from coolsampler.synthetic import demo_panels, demo_runs\n"
-        "from coolsampler.targets import render\n"
+        "from coolsampler.testkit.synthetic import demo_panels, demo_runs\n"
+        "from coolsampler.paper.render import render\n"
         f"render('table4', demo_panels('table4', demo_runs()), 's', 'c', [{str(tmp_path / 't.csv')!r}])\n"
-        "print(sorted(m for m in ('coolsampler.figures', 'coolsampler.plotting', 'matplotlib') if m in sys.modules))"
+        "drawing = ('coolsampler.paper.figures', 'coolsampler.paper.plotting', 'matplotlib')\n"
+        "print(sorted(m for m in drawing if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"

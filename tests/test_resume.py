@@ -20,7 +20,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from coolsampler.launch import _session_members, proc_table
+from coolsampler.train.launch import _session_members, proc_table
 from tests.stack import copy_repo, tiny_study
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1500)]

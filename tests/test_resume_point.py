@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from coolsampler.launch import resume_overrides
+from coolsampler.train.launch import resume_overrides
 
 
 def _log(path: Path, last: int) -> Path:

@@ -1,4 +1,4 @@
-"""Known right and wrong answers for coolsampler.rewards.compute_score (verl's custom-reward signature)."""
+"""Known right and wrong answers for coolsampler.worker.rewards.compute_score (verl's custom-reward signature)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 
 pytest.importorskip("verl.utils.reward_score.gsm8k")
 
-from coolsampler.rewards import compute_score  # noqa: E402
+from coolsampler.worker.rewards import compute_score  # noqa: E402
 
 GSM8K = "openai/gsm8k"
 MATH = "DigitalLearningGmbH/MATH-lighteval"

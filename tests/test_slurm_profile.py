@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from coolsampler.study import load_study
+from coolsampler.spec.study import load_study
 
 ROOT = Path(__file__).resolve().parents[1]
 FAKE = ROOT / "tests" / "fake_slurm"

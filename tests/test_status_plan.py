@@ -1,6 +1,6 @@
 """``coolsampler status``, ``plan``, ``runs`` and ``--version`` on fabricated run directories.
 
-The run directories are written as ``coolsampler.launch`` / ``train_job`` / rule parse leave them
+The run directories are written as ``coolsampler.train.launch`` / ``train_job`` / rule parse leave them
 (``attempts/NN.jsonl`` and ``train.log`` while training; ``run.yaml`` + ``train.jsonl`` once finished;
 ``metrics.parquet`` + ``status.json`` after parsing), with file times set to put a run at a chosen age.
 """
@@ -16,11 +16,11 @@ import pytest
 import yaml
 
 from coolsampler.cli import main
-from coolsampler.memory import checkpoint_disk_bytes
-from coolsampler.plan import make_plan, summary, wall_hours
-from coolsampler.settings import step_seconds
-from coolsampler.status import hmm, run_state, stall_threshold, study_states, watchdog_stall_s
-from coolsampler.study import load_study
+from coolsampler.cli.plan import make_plan, summary, wall_hours
+from coolsampler.cli.status import hmm, run_state, stall_threshold, study_states, watchdog_stall_s
+from coolsampler.spec.settings import step_seconds
+from coolsampler.spec.study import load_study
+from coolsampler.train.memory import checkpoint_disk_bytes
 
 REPO = Path(__file__).resolve().parents[1]
 SMOKE, PAPER = REPO / "config" / "config.yaml", REPO / "config" / "paper.yaml"
@@ -56,7 +56,7 @@ def smoke():
     return load_study(SMOKE)
 
 
-ATTEMPT = "attempt 1: verl's output goes to verl.log\n"  # how coolsampler.launch starts an attempt
+ATTEMPT = "attempt 1: verl's output goes to verl.log\n"  # how coolsampler.train.launch starts an attempt
 
 
 def fabricate(results: Path, study) -> dict[str, str]:
@@ -257,7 +257,7 @@ def test_runs_lists_every_key(capsys) -> None:
 
 
 def test_version(capsys) -> None:
-    from coolsampler.version import installed_verl, package_version, patched_verl
+    from coolsampler.train.version import installed_verl, package_version, patched_verl
 
     with pytest.raises(SystemExit) as e:
         main(["--version"])

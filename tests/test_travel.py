@@ -1,4 +1,4 @@
-"""Results that travel (issue 13): a fresh clone with the results copied in trains nothing again.
+"""Results that travel: a fresh clone with the results copied in trains nothing again.
 
 A committed copy of this working tree is cloned with ``git clone`` (every source file gets a new
 file time), and a results folder is copied in, with ``cp -a`` (times kept: older than the clone's
@@ -8,7 +8,7 @@ direction is tested too: a patch or a training-side source that really changes p
 
 The results are fabricated, not trained (dry runs only, a few seconds each): every file rule train
 declares or reads (train.jsonl, run.yaml with its training key, the wheel, the data, the toy model),
-written as coolsampler.provenance.run_record writes run.yaml.
+written as coolsampler.spec.provenance.run_record writes run.yaml.
 """
 
 from __future__ import annotations
@@ -24,10 +24,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from coolsampler.paths import Layout
-from coolsampler.provenance import run_record
-from coolsampler.rerun import code_files, file_digests, training_key
-from coolsampler.study import load_study
+from coolsampler.spec.provenance import run_record
+from coolsampler.spec.study import load_study
+from coolsampler.train.paths import Layout
+from coolsampler.train.rerun import code_files, file_digests, training_key
 
 REPO = Path(__file__).resolve().parents[1]
 GIT_ENV = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
@@ -172,15 +172,15 @@ def test_a_changed_patch_trains_every_run_again(origin, tmp_path):
 def test_changed_training_code_trains_every_run_again_from_step_0(origin, tmp_path):
     src, keys = origin
     work = clone_with_results(src, tmp_path / "clone", keep_times=True, metadata=True)
-    # a file image_sources() finds (coolsampler.rewards runs inside verl): training-side code
-    rewards = work / "workflow/coolsampler/rewards.py"
-    rewards.write_text(rewards.read_text() + "\n# a change\n")
+    # a file image_sources() finds (coolsampler.worker.rewards runs inside verl): training-side code
+    rewards = work / "workflow/coolsampler/worker/rewards.py"
+    rewards.write_text(rewards.read_text() + "\nCHANGED = 1\n")  # code, not prose
     res = _snakemake(work, "-n")
     jobs = planned(res.stdout)
     assert jobs.get("train") == len(keys) and jobs.get("supersede") == len(keys), jobs
     assert "verl_wheel" not in jobs
     # One run through real Snakemake jobs, verl replaced by a stand-in that writes run.yaml as rule
-    # train does (coolsampler.provenance.run_record with the rule's training_key): the stale
+    # train does (coolsampler.spec.provenance.run_record with the rule's training_key): the stale
     # checkpoints are set aside first (no resume from another code's state), the new key is
     # recorded, and then nothing is left to do.
     (work / "workflow/scripts/train.py").write_text(STAND_IN_TRAIN)
@@ -204,7 +204,7 @@ def test_changed_training_code_trains_every_run_again_from_step_0(origin, tmp_pa
 STAND_IN_TRAIN = """
 from pathlib import Path
 import yaml
-from coolsampler.provenance import run_record
+from coolsampler.spec.provenance import run_record
 
 smk = snakemake  # noqa: F821
 run = smk.params.run
@@ -222,7 +222,7 @@ def test_analysis_code_plans_no_training(origin, tmp_path):
     """Editing the plotting code (not training-side) trains nothing."""
     src, _keys = origin
     work = clone_with_results(src, tmp_path / "clone", keep_times=False, metadata=True)
-    plotting = work / "workflow/coolsampler/plotting.py"
+    plotting = work / "workflow/coolsampler/paper/plotting.py"
     plotting.write_text(plotting.read_text() + "\n# an edit\n")
     jobs = planned(_snakemake(work, "-n").stdout)
     assert "train" not in jobs and jobs.get("figure"), jobs
@@ -249,11 +249,11 @@ def test_analysis_only_never_plans_training(origin, tmp_path):
 
 
 def synthetic_study_results(repo: Path, *, skip: int = 1) -> list[str]:
-    """The smoke study's run directories with synthetic metrics (coolsampler.synthetic), the first
+    """The smoke study's run directories with synthetic metrics (coolsampler.testkit.synthetic), the first
     ``skip`` runs absent; the logs older than their metrics, as after a real parse."""
-    from coolsampler.metrics import write_metrics
-    from coolsampler.metrics_schema import RunStatus
-    from coolsampler.synthetic import make_metrics
+    from coolsampler.results.metrics import write_metrics
+    from coolsampler.spec.metrics_schema import RunStatus
+    from coolsampler.testkit.synthetic import make_metrics
 
     study = load_study(repo / "config/config.yaml")
     layout = Layout.from_config(study.raw, study.results)
@@ -305,9 +305,9 @@ def test_figures_command_draws_everything_from_run_directories_alone(tmp_path):
 
 
 def test_run_yaml_records_the_effective_recipe_not_the_papers_defaults():
-    """A cpu smoke run: lr 1e-4 and one process; a gpu paper run: 2e-6 and 4 GPUs (issue 13, item 7)."""
-    from coolsampler.cli import overrides_for
-    from coolsampler.provenance import effective_recipe
+    """A cpu smoke run: lr 1e-4 and one process; a gpu paper run: 2e-6 and 4 GPUs."""
+    from coolsampler.spec.provenance import effective_recipe
+    from coolsampler.train.overrides import overrides_for
 
     smoke = effective_recipe(overrides_for("toy-qwen2/arith/N4_lr1e-4_tis_Tb1_Tl1_s1", REPO / "config/config.yaml"))
     assert smoke["lr"] == 1e-4 and smoke["gpus_per_run"] == 1 and smoke["prompts_per_step"] == 8
@@ -345,7 +345,7 @@ def test_figures_stamp_the_commit_of_the_code_that_drew_them(tmp_path):
     (other / "f").write_text("x")
     _git(other, "add", "f")
     _git(other, "commit", "-qm", "other")
-    code = "from coolsampler.provenance import Provenance; print(Provenance.here('s').revision)"
+    code = "from coolsampler.spec.provenance import Provenance; print(Provenance.here('s').revision)"
     env = {**os.environ, "PYTHONPATH": str(REPO / "workflow")}
     out = subprocess.run(
         [sys.executable, "-c", code], cwd=other, env=env, capture_output=True, text=True, check=True
@@ -366,7 +366,7 @@ def test_training_key_follows_training_code_content_only(tmp_path):
     b = tmp_path / "b"
     shutil.copytree(a, b, copy_function=shutil.copyfile)  # elsewhere, new file times
     assert key(a) == key(b)
-    (b / "workflow/coolsampler/plotting.py").write_text("# analysis code is not training code\n")
+    (b / "workflow/coolsampler/paper/plotting.py").write_text("# analysis code is not training code\n")
     assert key(a) == key(b)
     pyproject = b / "pyproject.toml"
     text = pyproject.read_text()
@@ -381,11 +381,50 @@ def test_training_key_follows_training_code_content_only(tmp_path):
     assert "workflow/coolsampler/worker/losses.py" in code_files(b)
 
 
-def test_results_without_the_wheel_train_nothing(origin, tmp_path):
-    """The wheel is content-addressed and ancient: absent (results/build not copied), it is rebuilt
-    only when a job needs it, and it does not make a finished run train again."""
+def test_prose_of_training_code_retrains_nothing_and_its_code_retrains_all(tmp_path):
+    """The training key hashes the code, not its prose: a docstring or comment edit of a worker module
+    (or of a spec module the workers import) leaves every key as it was; a code edit changes it."""
+
+    def key(repo: Path) -> str:
+        return training_key(verl="v", recipe={}, platform="gpu", code=file_digests(repo, code_files(repo)))["key"]
+
+    a = committed_copy(tmp_path / "a")
+    before = key(a)
+    tap = a / "workflow/coolsampler/worker/controller.py"
+    text = tap.read_text()
+    prose = text.replace('"""Sampler-temperature', '"""An edited docstring. Sampler-temperature', 1)
+    prose = prose.replace("\nimport math\n", "\n# a new comment\nimport math  # and another\n", 1)
+    assert prose != text
+    tap.write_text(prose)
+    spec = a / "workflow/coolsampler/spec/temperature.py"
+    spec.write_text(spec.read_text().replace('    """The sampler temperature Tb of a run.', '    """Tb.', 1))
+    assert key(a) == before
+    tap.write_text(prose.replace("\nimport math\n", "\nimport math\nimport os\n", 1) + "\nX = 1\n")
+    assert key(a) != before
+
+
+def test_a_docstring_edit_of_worker_code_plans_no_training(origin, tmp_path):
+    """Through Snakemake: finished runs stay finished when only prose of the training code changed."""
     src, _keys = origin
     work = clone_with_results(src, tmp_path / "clone", keep_times=True, metadata=True)
-    shutil.rmtree(work / "results/build")
+    losses = work / "workflow/coolsampler/worker/losses.py"
+    losses.write_text(losses.read_text().replace('"""', '"""Edited prose. ', 1) + "\n# a trailing comment\n")
     jobs = planned(_snakemake(work, "-n").stdout)
-    assert "train" not in jobs and "verl_wheel" not in jobs, jobs
+    assert "train" not in jobs and "supersede" not in jobs, jobs
+
+
+def test_figure_jobs_depend_on_every_module_the_labels_import(origin, tmp_path):
+    """The figure and table jobs' code is derived from imports (coolsampler.train.code.script_code): the
+    labels module and every module it imports are inputs of every figure job (so an edit of any of them
+    redraws the figures, Snakemake's mtime rule), training code is not."""
+    src, _keys = origin
+    work = clone_with_results(src, tmp_path / "clone", keep_times=True, metadata=True)
+    out = _snakemake(work, "-n", "--", "results/smoke/fig1.pdf").stdout
+    inputs = [line for block in out.split("rule figure:")[1:] for line in block.splitlines() if "input:" in line]
+    assert inputs, out[-2000:]
+    # labels.py and what it imports (coolsampler.spec.metrics_schema, .settings, .temperature)
+    imported = {"paper/labels.py", "spec/temperature.py", "spec/settings.py", "spec/metrics_schema.py"}
+    for line in inputs:
+        for m in imported:
+            assert f"workflow/coolsampler/{m}" in line, (m, line[:300])
+        assert "workflow/coolsampler/worker/" not in line

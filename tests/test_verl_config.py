@@ -1,4 +1,4 @@
-"""verl's own config checks on every run we would launch (coolsampler.worker.verl_config).
+"""verl's own config checks on every run we would launch (coolsampler.train.verl_config).
 
 Every paper run's overrides (config/paper.yaml, gpu platform, exactly what ``coolsampler overrides``
 prints) are composed into verl's real ``ppo_trainer`` Hydra config and put through what
@@ -22,10 +22,10 @@ import pytest
 import yaml
 from hydra.core.global_hydra import GlobalHydra
 
-from coolsampler.cli import overrides_for
-from coolsampler.study import load_study
-from coolsampler.verl_check import main
-from coolsampler.worker.verl_config import VerlConfigError, check_run_config, compose_config
+from coolsampler.cli import main as cli_main
+from coolsampler.spec.study import load_study
+from coolsampler.train.overrides import overrides_for
+from coolsampler.train.verl_config import VerlConfigError, check_run_config, compose_config
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
@@ -115,7 +115,7 @@ def two_run_study(tmp_path: Path) -> Path:
 
 
 def test_cli_one_line_per_run(two_run_study: Path, capsys):
-    assert main(["--study", str(two_run_study)]) == 0
+    assert cli_main(["verl-check", "--study", str(two_run_study)]) == 0
     lines = capsys.readouterr().out.splitlines()
     runs = list(load_study(two_run_study).by_key())
     assert lines == [f"ok    {k}" for k in runs] + [f"2/2 runs of {two_run_study} pass verl's config checks"]
@@ -133,7 +133,7 @@ def test_cli_fails_on_a_rejected_run(two_run_study: Path, capsys, monkeypatch):
         return _replace(ov, "actor_rollout_ref.actor.loss_agg_mode", "mean") if key == bad else ov
 
     monkeypatch.setattr(coolsampler.cli, "overrides_for", overrides)
-    assert main(["--study", str(two_run_study)]) == 1
+    assert cli_main(["verl-check", "--study", str(two_run_study)]) == 1
     assert capsys.readouterr().out.splitlines() == [
         f"ok    {good}",
         f"FAIL  {bad}: verl rejects its config: ValueError: Invalid loss_agg_mode: mean (in actor_rollout_ref.actor)",
@@ -141,7 +141,7 @@ def test_cli_fails_on_a_rejected_run(two_run_study: Path, capsys, monkeypatch):
     ]
 
 
-# ---- a study's own model, task, tracker and extra overrides (issue 13) --------------------------------
+# ---- a study's own model, task, tracker and extra overrides --------------------------------
 
 EXTEND = ROOT / "tests" / "fixtures" / "extend" / "study.yaml"
 

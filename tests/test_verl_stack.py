@@ -10,7 +10,7 @@ import math
 import pytest
 import torch
 
-from coolsampler.platform import PREFORK_ENV
+from coolsampler.train.platform import PREFORK_ENV
 from tests.stack import make_world, pristine_verl, records, run_stack
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
@@ -26,7 +26,7 @@ def world(tmp_path_factory):
 @pytest.fixture(scope="module")
 def gate_run(world, tmp_path_factory):
     out = tmp_path_factory.mktemp("gate")
-    # the study's embedded tracker rides along (issue 13): TensorBoard event files in the run directory
+    # the study's embedded tracker rides along: TensorBoard event files in the run directory
     jsonl = run_stack(GATE_KEY, world, out, tap=True, recipe={"logger": ["console", "file", "tensorboard"]})
     return out, records(jsonl)
 

@@ -1,4 +1,4 @@
-"""The training watchdog (coolsampler.launch.run_verl): a hung job must fail loudly, in time, and
+"""The training watchdog (coolsampler.train.launch.run_verl): a hung job must fail loudly, in time, and
 leave nothing of its process group behind.
 
 The fast tests drive run_verl with a fake trainer (a few lines of Python that write verl-style JSONL
@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from coolsampler.launch import Progress, TrainingFailed, proc_table, run_verl
-from coolsampler.platform import get_platform
+from coolsampler.train.launch import Progress, TrainingFailed, proc_table, run_verl
+from coolsampler.train.platform import get_platform
 
 
 def group_alive(pgid: int) -> list[str]:
@@ -195,7 +195,7 @@ def test_quiet_job_log_with_metrics_and_eta(tmp_path):
 
 
 def test_clock_is_hours_and_minutes():
-    from coolsampler.launch import clock
+    from coolsampler.train.launch import clock
 
     seconds = (0, 29, 31, 3599, 3600, 5 * 3600 + 7 * 60)
     assert [clock(s) for s in seconds] == ["0:00", "0:00", "0:01", "1:00", "1:00", "5:07"]
@@ -214,8 +214,8 @@ STARTUP_S = 60.0
 def test_real_verl_hang_is_stopped_by_the_watchdog(tmp_path):
     """verl waits forever for Ray actors that cannot be placed; run_verl must fail within the
     start-up limit (plus the kill's grace periods) and leave no process of verl's group alive."""
-    from coolsampler.overrides import RunPaths, verl_overrides
-    from coolsampler.study import parse_key
+    from coolsampler.spec.study import parse_key
+    from coolsampler.train.overrides import RunPaths, verl_overrides
     from tests.stack import SMOKE_RECIPE, make_world
 
     world = make_world(tmp_path / "world", sft_steps=1)  # verl hangs before it reads the weights

@@ -74,7 +74,7 @@ def test_dry_run_fig2_averages_no_doubled_lr_run_and_no_cut_run():
 
 def test_dry_run_table2_depends_on_every_run_of_the_study():
     """Which runs degrade is read from the data, so Table 2 waits for every run."""
-    from coolsampler.study import load_study
+    from coolsampler.spec.study import load_study
 
     res = snakemake("-n", "--configfile=config/paper.yaml", "results/table2.csv")
     assert res.returncode == 0, res.stderr
@@ -84,7 +84,7 @@ def test_dry_run_table2_depends_on_every_run_of_the_study():
     # the table job's parameters print short (its panel spec follows from its inputs), not every run's
     # settings again (Snakemake's report shows them; dry-run reasons once repeated them)
     assert "'settings':" not in res.stdout
-    from coolsampler.targets import PanelSpec
+    from coolsampler.spec.targets import PanelSpec
 
     spec = PanelSpec({"a": [{"settings": {"N": 32}}] * 4, "b": [{}] * 2})
     assert repr(spec) == str(spec) == "panels a: 4 runs, b: 2 runs" and dict(spec)["a"][0]["settings"]["N"] == 32
@@ -160,7 +160,7 @@ def test_end_to_end_smoke_study(tmp_path):
     assert "step 4/4" in (run_dir / "train.log").read_text()  # progress in the job's log
     assert (work / "results/tiny/fig1.png").stat().st_size > 1000
 
-    # Snakemake's own report gathers the study's figures and tables (issue 4).
+    # Snakemake's own report gathers the study's figures and tables.
     res = snakemake(*env_args, "--report", "results/tiny/report.html", cwd=work, timeout=300)
     assert res.returncode == 0, res.stderr[-3000:]
     report = (work / "results/tiny/report.html").read_text(errors="replace")

@@ -1,13 +1,13 @@
 # Figures and tables: each target depends only on the runs its `figures:` entry selects, and on the
 # analysis code (so editing the plotting module reruns the plots, and nothing else). Helpers: common.smk.
-# The targets, their panels and options: coolsampler.targets (the one registry).
-from coolsampler.report import (
+# The targets, their panels and options: coolsampler.spec.targets (the one registry).
+from coolsampler.paper.report import (
     run_labels,
     selection_texts,
     settings_text,
     target_caption,
 )
-from coolsampler.targets import TARGETS, target_options
+from coolsampler.spec.targets import TARGETS, target_options
 
 
 rule figure:
@@ -75,13 +75,13 @@ rule table:
 
 # One small figure per run for the report (category Runs): accuracy and reward, KL, entropy, the
 # status in the title; the labels (run, status, platform, image, commit) are read when the report is
-# made, from the run's status.json and run.yaml (coolsampler.report).
+# made, from the run's status.json and run.yaml (coolsampler.paper.report).
 rule run_curves:
     input:
         metrics="{root}/runs/{key}/metrics.parquet",
         status="{root}/runs/{key}/status.json",
         settings="{root}/runs/{key}/run.yaml",
-        code=ANALYSIS_CODE,
+        code=RUN_CURVES_CODE,
     output:
         report(
             "{root}/runs/{key}/curves.png",
@@ -101,7 +101,7 @@ rule run_curves:
 
 
 # The study's rehearsal: every arm trained for a few steps on the CPU stack, parsed, and every figure and
-# table drawn from those logs (coolsampler.rehearsal). Fails naming the arm that did not train, parse or draw.
+# table drawn from those logs (coolsampler.train.rehearsal). Fails naming the arm that did not train, parse or draw.
 rule rehearsal:
     input:
         unpack(rehearsal_inputs),

@@ -51,7 +51,7 @@ if CONTAINER.enabled:
             "{params.python} {params.script} --engine {params.engine}"
             " --image {params.image:q} --verl-version {params.version} --digest-out {output.digest} > {log} 2>&1"
 
-    # The content of what the image is built from, in a file whose name is its hash (coolsampler.rerun).
+    # The content of what the image is built from, in a file whose name is its hash (coolsampler.train.rerun).
     rule image_inputs:
         output:
             IMAGE_INPUTS,

@@ -1,16 +1,16 @@
 # Helpers shared by the rules: which study a result root belongs to, a run's inputs, the study's
-# outputs. The path scheme itself is coolsampler.paths; the platform (environment, overrides,
-# resources, container use) is coolsampler.platform; the rehearsal is coolsampler.rehearsal.
+# outputs. The path scheme itself is coolsampler.train.paths; the platform (environment, overrides,
+# resources, container use) is coolsampler.train.platform; the rehearsal is coolsampler.train.rehearsal.
 import re
 import subprocess
 import sys
 from dataclasses import dataclass
 
-from coolsampler.paths import Layout, REHEARSAL_MODEL, run_paths
-from coolsampler.platform import Platform, get_platform
-from coolsampler.rehearsal import arm_label, rehearsal_study
-from coolsampler.study import Study
-from coolsampler.targets import PanelSpec, panel_filters
+from coolsampler.train.paths import Layout, REHEARSAL_MODEL, run_paths
+from coolsampler.train.platform import Platform, get_platform
+from coolsampler.train.rehearsal import arm_label, rehearsal_study
+from coolsampler.spec.study import Study
+from coolsampler.spec.targets import TARGETS, PanelSpec, panel_filters
 
 LAYOUT = Layout.from_config(config, R)
 
@@ -26,7 +26,7 @@ class Root:
 
 ROOTS = {R: Root(STUDY, get_platform(PLATFORM), LAYOUT)}
 if PLATFORM != "cpu":
-    # The study's rehearsal (coolsampler.rehearsal): every arm, a few steps, on the cpu platform.
+    # The study's rehearsal (coolsampler.train.rehearsal): every arm, a few steps, on the cpu platform.
     _RL = LAYOUT.rehearsal_layout()
     ROOTS[_RL.results] = Root(
         rehearsal_study(STUDY, _RL.results), get_platform("cpu"), _RL
@@ -46,6 +46,15 @@ def run_of(wildcards):
     if wildcards.key not in runs:
         raise WorkflowError(f"run {wildcards.key} is not in study {root.study.name}")
     return runs[wildcards.key]
+
+
+def claims_targets():
+    """The claims pages of the report (rule claims_html), by default for a study of the cpu platform,
+    whose claims wait for its runs (workflow/rules/claims.smk); a gpu study's are built on request.
+    """
+    if PLATFORM != "cpu" and not ANALYSIS_ONLY:
+        return []
+    return [f"{R}/{name}.html" for name in ("claims", "staleness_budget")]
 
 
 def study_targets(root=R):
@@ -75,23 +84,23 @@ VERL_WHEEL = f"{LAYOUT.build}/verl-{VERL_LOCAL_VERSION}-py3-none-any.whl"
 
 
 # ---- training image (rule image) ------------------------------------------------------------
-# Issue 6: the training image (containers/Dockerfile or containers/coolsampler.def), built from the
+# The training image (containers/Dockerfile or containers/coolsampler.def), built from the
 # patched wheel and the package, and its digest in results/build/image.digest. Config:
 #     container: {engine: docker|apptainer|none, image: <docker tag | .sif path>}
 # A platform that uses the container (gpu) with an engine trains every run in the image (rule train)
 # and records this digest in its run.yaml; the cpu platform (smoke study, rehearsal) never uses it. A
 # local rule: building needs the network and, for Apptainer, usually a login node that allows it.
-from coolsampler.container import ContainerError, ContainerSpec, image_sources
-from coolsampler.rerun import digest_of, file_digests, write_digests
+from coolsampler.train.container import ContainerError, ContainerSpec, image_sources
+from coolsampler.train.rerun import digest_of, file_digests, write_digests
 
 try:
     CONTAINER = ContainerSpec.from_config(config)
 except ContainerError as err:
     raise WorkflowError(f"invalid study config: {err}") from None
 IMAGE_DIGEST = f"{LAYOUT.build}/image.digest"
-# What the image is built from, derived (coolsampler.container.image_sources): the definition for
+# What the image is built from, derived (coolsampler.train.container.image_sources): the definition for
 # the engine, install.sh, check_image.py, the lock, pyproject.toml, and every package file that the
-# code verl runs (coolsampler.worker.*, coolsampler.rewards) reaches through its imports. Only the
+# code verl runs (coolsampler.worker.*, coolsampler.worker.rewards) reaches through its imports. Only the
 # training side: editing the analysis code must not rebuild the image and with it retrain every run.
 IMAGE_SOURCES = [
     str(Path(workflow.basedir, f))
@@ -101,7 +110,7 @@ IMAGE_SOURCES = [
 ]
 
 
-# Their content, in the name of a file rule image depends on (content-addressed, coolsampler.rerun).
+# Their content, in the name of a file rule image depends on (content-addressed, coolsampler.train.rerun).
 IMAGE_INPUT_DIGESTS = {
     "verl": VERL_LOCAL_VERSION,
     **file_digests(
@@ -123,14 +132,14 @@ def container_params(wildcards):
     return CONTAINER.as_dict() if in_container(root_of(wildcards).platform) else {}
 
 
-# ---- when a run trains again (coolsampler.rerun) ---------------------------------------------
+# ---- when a run trains again (coolsampler.train.rerun) ---------------------------------------------
 # By content, never by file times or .snakemake metadata, so that results survive a clone, a copy
 # and a branch switch: a run's settings are its key; the wheel's name carries the patch hash; the
 # training key (training-side code, the study's recipe, the platform) is recorded in run.yaml and a
 # run recording another one gets the inputs key-changed-<key>.json (written now) and
 # set-aside-<key>.json (made by the supersede rule). Every other input of training is ancient(),
 # present is enough. Snakemake's script-mtime trigger is off for the same reason (profiles/default).
-from coolsampler.rerun import (
+from coolsampler.train.rerun import (
     KEY_RE,
     KeyRecord,
     code_files,
@@ -139,7 +148,7 @@ from coolsampler.rerun import (
     training_key,
 )
 
-# the training-side code: what the image is built from, for every engine (coolsampler.container), so
+# the training-side code: what the image is built from, for every engine (coolsampler.train.container), so
 # that moving a study between Docker and Apptainer changes no key
 TRAIN_CODE = file_digests(workflow.basedir, code_files(workflow.basedir))
 TRAINING_KEYS = {
@@ -202,7 +211,7 @@ def training_key_of(wildcards):
 
 
 def train_paths(wildcards):
-    """The absolute paths verl gets (coolsampler.paths.run_paths)."""
+    """The absolute paths verl gets (coolsampler.train.paths.run_paths)."""
     return run_paths(root_of(wildcards).layout, run_of(wildcards))
 
 
@@ -213,7 +222,7 @@ def run_gpus(wildcards):
 
 
 def platform_attr(name):
-    """A resource of the root's platform, as a Snakemake callable (coolsampler.platform)."""
+    """A resource of the root's platform, as a Snakemake callable (coolsampler.train.platform)."""
     return lambda wildcards: getattr(root_of(wildcards).platform, name)
 
 
@@ -224,30 +233,28 @@ def train_limit(name):
     )
 
 
-# ---- figures and tables (rules figure, table) ----------------------------------------------
-# Figures and tables: each target depends only on the runs its `figures:` entry selects, and on the
-# analysis code (so editing the plotting module reruns the plots, and nothing else).
-ANALYSIS_CODE = [
-    f"{workflow.basedir}/workflow/coolsampler/{m}.py"
-    for m in (
-        "analysis",
-        "plotting",
-        "figures",
-        "tables",
-        "metrics_schema",
-        "labels",
-        "provenance",
-        "writers",
-        "targets",
-        "report",
-    )
-] + [f"{workflow.basedir}/workflow/scripts/{s}.py" for s in ("figure", "table")]
+# ---- the code each analysis job runs (rules parse, figure, table, run_curves, claims) ----------
+# Derived from the imports of the job's rule script (coolsampler.train.code.script_code), plus for a
+# figure or table the module its registry entry names: editing a module reruns exactly the jobs whose
+# script reaches it (a label change redraws the figures), and nothing else.
+from coolsampler.train.code import script_code
 
 
-PARSE_CODE = [
-    f"{workflow.basedir}/workflow/coolsampler/{m}.py"
-    for m in ("metrics", "metrics_schema")
-] + [f"{workflow.basedir}/workflow/scripts/parse.py"]
+def _code(script, roots=()):
+    return [
+        str(f)
+        for f in script_code(f"{workflow.basedir}/workflow/scripts/{script}", roots)
+    ]
+
+
+PARSE_CODE = _code("parse.py")
+RUN_CURVES_CODE = _code("run_curves.py")
+CLAIMS_CODE = _code("claims.py") + [
+    f"{workflow.basedir}/workflow/coolsampler/spec/schemas/claims.schema.yaml"
+]
+TARGET_CODE = {
+    name: _code(f"{t.kind}.py", [t.fn.partition(":")[0]]) for name, t in TARGETS.items()
+}
 
 
 def target_runs(wildcards):
@@ -272,7 +279,7 @@ def target_inputs(wildcards):
     return {
         "metrics": [layout.run_file(k, "metrics.parquet") for k in keys],
         "status": [layout.run_file(k, "status.json") for k in keys],
-        "code": ANALYSIS_CODE,
+        "code": TARGET_CODE[wildcards.target],
     }
 
 

@@ -1,10 +1,10 @@
-# Data preparation (issue 7): verl-format parquet + manifest per task and split.
+# Data preparation: verl-format parquet + manifest per task and split.
 # Needs the Hugging Face Hub (or a filled data_cache), so the rules run on the submitting host.
 # Config: data_dir (outputs), data_cache (HF datasets cache), data_revisions ({hf dataset id: commit}).
 
-from coolsampler.paths import Layout
+from coolsampler.train.paths import Layout
 
-# the study's data_dir (default results/data): coolsampler.paths
+# the study's data_dir (default results/data): coolsampler.train.paths
 DATA = Layout.from_config(config, "results").data
 DATA_CACHE = config.get("data_cache", ".cache/datasets")
 DATA_REVISIONS = config.get("data_revisions", {})
@@ -79,7 +79,7 @@ rule prepare_hub_task:
 
 
 # Model weights at a pinned revision (a study's models: {name: {hf_id, revision}}), downloaded on the
-# submitting host into the models dir (coolsampler.prefetch), so that compute nodes need no network:
+# submitting host into the models dir (coolsampler.train.prefetch), so that compute nodes need no network:
 # runs load them from there with HF_HUB_OFFLINE=1. `snakemake prefetch` fetches every model and hub task
 # of the study; rule train depends on each run's own.
 rule prefetch_model:

@@ -1,6 +1,6 @@
-# Generated worlds (coolsampler.toy): the smoke study's synthetic addition data and tiny warm-started
+# Generated worlds (coolsampler.testkit.toy): the smoke study's synthetic addition data and tiny warm-started
 # Qwen2; the rehearsal's model (the same sums answered in GSM8K's and MATH's formats) and its data in
-# each paper task's file layout and data_source. Paths: coolsampler.paths.
+# each paper task's file layout and data_source. Paths: coolsampler.train.paths.
 
 
 rule toy_data:

@@ -1,10 +1,10 @@
 # One job per run: rule train runs patched verl for the run's key; rule parse makes its metrics table.
 # {root} is the study's results (R) or its rehearsal's (R/rehearsal): common.smk ROOTS. Resources and
-# the watchdog's limits come from the root's platform (coolsampler.platform): the paper used 4 GPUs
+# the watchdog's limits come from the root's platform (coolsampler.train.platform): the paper used 4 GPUs
 # per run; on CPU two runs share the 2 cores (each waits on its own processes much of a step).
 
 
-# Training: every input is ancient() and content-addressed (common.smk, coolsampler.rerun): a run trains
+# Training: every input is ancient() and content-addressed (common.smk, coolsampler.train.rerun): a run trains
 # again only when its patches, training-side code, recipe or platform change, never because of file
 # times or missing .snakemake metadata. Under analysis_only=true rule train does not exist.
 if not ANALYSIS_ONLY:
@@ -37,7 +37,7 @@ if not ANALYSIS_ONLY:
             stall_retries=config.get("stall_retries", 1),
             # {engine, image} to run verl in the image, {} to run it directly
             container=container_params,
-            # what decides whether it trains again, recorded in run.yaml (coolsampler.rerun)
+            # what decides whether it trains again, recorded in run.yaml (coolsampler.train.rerun)
             training_key=training_key_of,
         script:
             "../scripts/train.py"

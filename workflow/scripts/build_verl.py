@@ -5,7 +5,7 @@ fetch verl==0.9.1 from PyPI -> check its sha256 -> unpack -> apply patches/verl/
 (``patch -p1``) -> stamp a local version ``0.9.1+coolsampler.<patch-hash>`` -> repack with ``wheel``.
 
 Standard library + pip + ``wheel`` + GNU patch only, so it runs before anything else is installed
-(workflow/scripts/setup_env.sh), as a Snakemake rule (``verl_wheel``) and in the container build.
+(workflow/tools/setup_env.sh), as a Snakemake rule (``verl_wheel``) and in the container build.
 A patch that does not apply stops the build naming the patch, the file, the hunk and the verl
 version found.
 

@@ -1,8 +1,8 @@
-"""Rule parse: verl JSONL -> metrics.parquet + status.json (coolsampler.metrics)."""
+"""Rule parse: verl JSONL -> metrics.parquet + status.json (coolsampler.results.metrics)."""
 
 import sys
 
-from coolsampler.metrics import parse_jsonl, write_metrics
+from coolsampler.results.metrics import parse_jsonl, write_metrics
 
 sys.stderr = open(snakemake.log[0], "w")  # noqa: F821
 run = snakemake.params.run  # noqa: F821

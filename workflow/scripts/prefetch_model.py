@@ -1,4 +1,4 @@
-"""Rule prefetch_model: a hub model at a pinned revision into the study's models dir (coolsampler.prefetch).
+"""Rule prefetch_model: a hub model at a pinned revision into the study's models dir (coolsampler.train.prefetch).
 
 Snakemake prepends a preamble to this script: no ``from __future__`` import here.
 """
@@ -6,7 +6,7 @@ Snakemake prepends a preamble to this script: no ``from __future__`` import here
 import contextlib
 from pathlib import Path
 
-from coolsampler.prefetch import prefetch_model
+from coolsampler.train.prefetch import prefetch_model
 
 smk = snakemake  # noqa: F821
 Path(smk.log[0]).parent.mkdir(parents=True, exist_ok=True)

@@ -2,7 +2,7 @@
 
 Reads ``snakemake.output.{parquet,manifest}``, ``snakemake.wildcards.split``,
 ``snakemake.params.{task,cache,revisions}`` and ``snakemake.log[0]`` and calls
-``coolsampler.data.prepare_split``. Everything the HF ``datasets`` package prints (progress bars,
+``coolsampler.train.data.prepare_split``. Everything the HF ``datasets`` package prints (progress bars,
 retries) goes to the log, so a failed download can be read there; the error itself is re-raised for
 Snakemake to report.
 
@@ -22,7 +22,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from coolsampler.data import get_spec, output_paths, prepare_split
+from coolsampler.train.data import get_spec, output_paths, prepare_split
 
 
 def run(

@@ -1,11 +1,11 @@
 """Rule prepare_hub_task: one split of a study task from a Hub dataset in verl's format
-(coolsampler.data.prepare_hub_split). Snakemake prepends a preamble: no ``from __future__`` import here.
+(coolsampler.train.data.prepare_hub_split). Snakemake prepends a preamble: no ``from __future__`` import here.
 """
 
 import contextlib
 from pathlib import Path
 
-from coolsampler.data import prepare_hub_split
+from coolsampler.train.data import prepare_hub_split
 
 smk = snakemake  # noqa: F821
 Path(smk.log[0]).parent.mkdir(parents=True, exist_ok=True)

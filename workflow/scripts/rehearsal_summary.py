@@ -1,9 +1,9 @@
 """Rule rehearsal: one line per arm (trained, parsed, steps, start-up and wall time), and every figure and
-table drawn; fails naming each arm whose run is not whole (coolsampler.rehearsal)."""
+table drawn; fails naming each arm whose run is not whole (coolsampler.train.rehearsal)."""
 
 import sys
 
-from coolsampler.rehearsal import summarize
+from coolsampler.train.rehearsal import summarize
 
 sys.stderr = open(snakemake.log[0], "w")  # noqa: F821
 smk = snakemake  # noqa: F821

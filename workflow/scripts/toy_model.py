@@ -2,7 +2,7 @@
 
 import sys
 
-from coolsampler import toy
+from coolsampler.testkit import toy
 
 log = open(snakemake.log[0], "w")  # noqa: F821
 sys.stderr = log

@@ -1,5 +1,5 @@
-"""Rule train: one run through patched verl (coolsampler.train_job.train does the work)."""
+"""Rule train: one run through patched verl (coolsampler.train.job.train does the work)."""
 
-from coolsampler.train_job import train_from_snakemake
+from coolsampler.train.job import train_from_snakemake
 
 train_from_snakemake(snakemake)  # noqa: F821

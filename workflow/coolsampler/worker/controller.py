@@ -105,7 +105,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any, Protocol, runtime_checkable
 
-from coolsampler.settings import SATURATION_RULES, SCOPES  # noqa: F401 (defined with the run settings)
+from coolsampler.spec.settings import SATURATION_RULES, SCOPES  # noqa: F401 (defined with the run settings)
+from coolsampler.spec.temperature import controller_spec
 
 KL_METRIC_KEYS = ("rollout_corr/kl", "actor/rollout_corr/kl")  # trainer-side (TIS/none), actor-side (bypass)
 
@@ -493,7 +494,7 @@ _CONTROLLERS: dict[str, type[_Stateful]] = {
 
 
 def make_controller(spec: float | int | Mapping[str, Any], total_steps: int | None = None) -> TemperatureController:
-    """Build a controller from the study's temperature spec (``coolsampler.study.Temperature.to_config``).
+    """Build a controller from a temperature spec (``coolsampler.spec.temperature``, ``Temperature.to_config``).
 
     ``spec`` is a number (fixed), ``{"schedule": "linear", "start", "end"[, "total_steps"]}`` or
     ``{"controller": "saturation" | "kl_cooling", "start", ...}`` where any further key is a parameter
@@ -503,16 +504,10 @@ def make_controller(spec: float | int | Mapping[str, Any], total_steps: int | No
     ``trainer.total_training_steps``) is needed by a schedule unless the spec carries it. Unknown keys
     raise, so a misspelt parameter cannot silently fall back to a default.
     """
-    if isinstance(spec, bool):
-        raise ValueError(f"not a temperature spec: {spec!r}")
-    if isinstance(spec, (int, float)):
-        return FixedTemperature(float(spec))
-    if not isinstance(spec, Mapping):
-        raise ValueError(f"not a temperature spec: {spec!r}")
-    spec = dict(spec)
-    if "schedule" in spec:
-        if spec.pop("schedule") != "linear":
-            raise ValueError(f"unknown schedule in {spec!r}")
+    kind, spec = controller_spec(spec)  # the one parser of a temperature spec
+    if kind == "fixed":
+        return FixedTemperature(spec["value"])
+    if kind == "linear":
         steps = spec.pop("total_steps", total_steps)
         if steps is None:
             raise ValueError("a linear schedule needs total_steps")
@@ -520,9 +515,6 @@ def make_controller(spec: float | int | Mapping[str, Any], total_steps: int | No
         if unknown:
             raise ValueError(f"unknown keys for a linear schedule: {sorted(unknown)}")
         return LinearSchedule(float(spec["start"]), float(spec["end"]), int(steps))
-    kind = spec.pop("controller", None)
-    if kind not in _CONTROLLERS:
-        raise ValueError(f"unknown controller {kind!r}; known: {sorted(_CONTROLLERS)}")
     cls = _CONTROLLERS[kind]
     if kind == "saturation":
         scope = spec.pop("scope", SCOPES[0])

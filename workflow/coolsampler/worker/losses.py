@@ -14,7 +14,7 @@ while sampling; with ``rollout.logprobs_mode=processed_logprobs`` those are of t
 distribution that produced the tokens. So under bypass mode ``old_log_prob`` *is* log beta, and rho
 below is exactly the paper's ratio. Without bypass mode ``old_log_prob`` would be the learner's own
 recomputed log-probs and this loss would silently be a different rule: run it only with
-bypass_mode (``coolsampler.overrides`` sets it for the ``mu_grpo`` correction). Unlike verl 0.9.1's
+bypass_mode (``coolsampler.train.overrides`` sets it for the ``mu_grpo`` correction). Unlike verl 0.9.1's
 legacy ``ray_trainer``, the v1 trainer does not rewrite ``policy_loss.loss_mode`` to ``bypass_mode``,
 so ``loss_mode=mu_grpo`` is what the actor calls.
 

@@ -3,12 +3,12 @@
 Upstream limitation covered (Ray 2.60, verl 0.9.1): Ray starts every actor in a fresh interpreter
 (``default_worker.py``), and each of verl's ten processes of a run imports torch, transformers,
 tensordict, verl and mostly vLLM again: 6-17 CPU-seconds and 260-950 MB apiece, measured by
-``workflow/scripts/bench_stack.py``. On a GPU node that is noise beside loading a model; on two CPU
+``workflow/tools/bench_stack.py``. On a GPU node that is noise beside loading a model; on two CPU
 cores it is most of a run's start-up. Delete this module when Ray can fork workers from a warm
 process (or verl needs fewer of them).
 
 How: ``python -m coolsampler.worker.prefork verl.trainer.main_ppo OVERRIDE... RAY_OVERRIDE``
-(``coolsampler.launch.verl_command``) imports ``PRELOAD`` once, forks the verl driver, and serves a
+(``coolsampler.train.launch.verl_command``) imports ``PRELOAD`` once, forks the verl driver, and serves a
 Unix socket. Ray's runtime env names the command that runs ``default_worker.py``
 (``py_executable``); ours is ``prefork_client.py``, which hands the worker's argv, environment,
 working directory and standard streams to this server. The server forks a copy of itself that takes
@@ -22,7 +22,7 @@ tests/test_verl_stack.py). Forked workers share the imported pages until they wr
 Measured (bench_stack.py, 2 cores, one smoke run): start-up 105 -> 56 s, CPU-seconds to the first
 step 129 -> 64, memory (sum of USS) 5.2 -> 2.7 GB; steps unchanged.
 
-Every process stays in the session ``coolsampler.launch`` started, so its clean-up (the session's
+Every process stays in the session ``coolsampler.train.launch`` started, so its clean-up (the session's
 process group) still stops all of them. A client that cannot reach the server runs the worker the
 ordinary way; a worker whose client dies (Ray killed it) stops too. ``COOLSAMPLER_PREFORK_PRELOAD``
 (comma-separated modules) replaces PRELOAD, for measurements.

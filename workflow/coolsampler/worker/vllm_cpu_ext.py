@@ -37,10 +37,10 @@ class CpuReloadWorkerExtension(vLLMColocateWorkerExtension):
             on_bucket_received=on_bucket
         )
         self.reload_weights(weights_iterator=iter(received))
-        # What the engine now holds, for coolsampler.worker.tap (weights read back from the CPU
+        # What the engine now holds, for coolsampler.testkit.tap (weights read back from the CPU
         # GEMM path are prepacked and unusable).
         self._coolsampler_loaded = dict(received)
 
     def dump_sampler_state(self, path: str) -> None:
-        """Save the weights the engine last loaded (test instrument; see coolsampler.worker.tap)."""
+        """Save the weights the engine last loaded (test instrument; see coolsampler.testkit.tap)."""
         torch.save(getattr(self, "_coolsampler_loaded", {}), path)

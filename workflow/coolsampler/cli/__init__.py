@@ -1,0 +1,88 @@
+"""``coolsampler``: the pipeline's command line, for what one wants without running Snakemake.
+
+    coolsampler overrides RUN_KEY [--study config/paper.yaml] [--platform gpu|cpu] [--env]
+        the exact Hydra overrides verl gets for a run, one per line (paths as rule train sets them);
+        with --env, the environment of its verl process instead (NAME=value lines)
+    coolsampler parse PATH [--out metrics.parquet|metrics.csv] [--steps N] [--val-every K]
+        one verl JSONL log -> a summary, or the metrics table rule parse writes
+    coolsampler analyze PATH... [--N N] [--Tb T] [--steps S]
+        the paper's per-run numbers (degradation events, Table-1 summary) for logs or tables
+    coolsampler claims PATH... [--probe] [--out DIR]
+        the paper's claims checked on run directories or logs
+    coolsampler runs|status|plan [--study FILE] ...
+        a study's run keys, where each run stands, what the study costs
+    coolsampler verl-check [--study FILE] [--platform gpu|cpu]
+        every run of a study against verl's own config checks (imports verl; no GPU, model or data)
+    coolsampler memory
+        the paper runs' host and GPU memory budget, as a Markdown table
+    coolsampler acceptance [--platform gpu|cpu] --out DIR
+        the acceptance check of a machine: the 1.5B recipe for a few steps through the real stack
+    coolsampler --version
+    coolsampler figures RESULTS_DIR [--study FILE] [--cores N] [-n]
+        every figure, table, claims.md and report.html from existing run directories; never trains
+
+Each subcommand is one module of this package with a ``register(subparsers)`` hook, listed in
+``SUBCOMMANDS`` in the order ``--help`` shows them. Light: only ``verl-check`` and ``acceptance`` import
+verl (when they run), so the rest work on a laptop with the core install.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+from coolsampler.spec.study import StudyError
+
+# one module of coolsampler.cli per subcommand (the module's name, with - for _ on the command line)
+SUBCOMMANDS = (
+    "overrides",
+    "parse",
+    "analyze",
+    "claims",
+    "runs",
+    "status",
+    "plan",
+    "figures",
+    "verl_check",
+    "memory",
+    "acceptance",
+)
+
+
+class _VersionAction(argparse.Action):
+    """``--version``, computed only when asked (it hashes the patches; coolsampler.train.version)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, help: str | None = None) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help=help)
+
+    def __call__(self, parser: argparse.ArgumentParser, *_args: object) -> None:
+        from coolsampler.train.version import version_text
+
+        print(version_text())
+        parser.exit()
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(
+        prog="coolsampler", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument("--version", action=_VersionAction, help="print the package's and the patched verl's version")
+    sub = ap.add_subparsers(dest="command", required=True)
+    for name in SUBCOMMANDS:
+        importlib.import_module(f"coolsampler.cli.{name}").register(sub)
+    return ap
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except (StudyError, ValueError, FileNotFoundError) as e:
+        print(f"coolsampler {args.command}: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,229 @@
+"""``coolsampler analyze PATH...``: the paper's per-run numbers for logs on a laptop, as text.
+
+Takes verl JSONL logs (parsed by ``coolsampler.results.metrics.parse_jsonl``) or already parsed metrics tables
+(``metrics.parquet``/``.csv``, with ``status.json`` beside them when present) and prints the degradation
+events of each run and a Table-1-style summary. No verl, vLLM or torch: only pandas and numpy.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from coolsampler.paper.labels import DASH
+from coolsampler.paper.tables import f3, fkl, flead, fstep, table1_frames
+from coolsampler.paper.writers import to_markdown
+from coolsampler.results.analysis import summarize_run
+from coolsampler.spec.metrics_schema import RunStatus
+
+
+def infer_N(metrics: pd.DataFrame) -> int | None:
+    """Refresh interval from the log itself: the first refreshed step, else max staleness + 1.
+
+    Used when no settings are given; the max-staleness fallback underestimates N for a run shorter
+    than one cycle, which the text output then says ("N inferred").
+    """
+    if "refreshed" in metrics.columns:
+        r = metrics.loc[metrics["refreshed"].fillna(False).astype(bool), "step"]
+        if len(r):
+            return int(r.min())
+    if "staleness" in metrics.columns and metrics["staleness"].notna().any():
+        return int(metrics["staleness"].max()) + 1
+    return None
+
+
+def load_any(
+    path: str | Path, *, steps: int | None = None, val_every: int | None = None
+) -> tuple[pd.DataFrame, RunStatus | None]:
+    """A metrics table and its status from a JSONL log, a parquet/CSV table (+ status.json beside it).
+
+    ``steps``/``val_every``: what the run was configured to log, so that a log that stops early or
+    misses validations is not taken for a whole one (``coolsampler.results.metrics.parse_jsonl``).
+    """
+    p = Path(path)
+    if not p.exists():
+        raise FileNotFoundError(f"no such file: {p}")
+    if p.is_file() and p.stat().st_size == 0:
+        raise ValueError(f"empty file: {p}")
+    if p.suffix in (".parquet", ".csv"):
+        from coolsampler.results.loaders import load_metrics, load_status
+
+        df = load_metrics(p)
+        if df is None or df.empty:
+            raise ValueError(f"no rows in {p}")
+        return df, load_status(p.with_name("status.json"))
+    from coolsampler.results.metrics import parse_jsonl  # the parser module may land after this one
+
+    return parse_jsonl(p, expected_steps=steps, val_every=val_every)
+
+
+# What the analysis needs of a run that neither the log nor its table carries for sure: the refresh
+# interval (Figure 2's KL step, Table 1's refreshes), the sampler temperature (the arm) and the run's
+# length (whether the log is whole).
+NEEDED = {"N": "refresh interval (--N)", "Tb": "sampler temperature (--Tb)"}
+
+
+def known_settings(path: Path, given: Mapping[str, Any] | None) -> tuple[dict[str, Any], str]:
+    """Settings of the run at ``path`` before its log is read: run.yaml beside it, else the run key its
+    directory names (``.../<model>/<task>/<settings>/``), then the given ones on top."""
+    s: dict[str, Any] = {}
+    how = ""
+    run_yaml = path.with_name("run.yaml")
+    if run_yaml.exists():
+        import yaml
+
+        loaded = yaml.safe_load(run_yaml.read_text()) or {}
+        s, how = dict(loaded.get("settings", loaded)), "run.yaml"
+    else:
+        from coolsampler.spec.study import parse_key
+
+        try:
+            s, how = parse_key("/".join(path.resolve().parent.parts[-3:])).settings(), "the run key of its directory"
+        except ValueError:
+            pass
+    given = {k: v for k, v in (given or {}).items() if v is not None}
+    if given:
+        s.update(given)
+        how = "given" if not how else f"{how}, given {', '.join(given)}"
+    return s, how
+
+
+def _settings_for(
+    path: Path, metrics: pd.DataFrame, base: Mapping[str, Any], how: str
+) -> tuple[dict[str, Any], str, list[str]]:
+    """The run's settings: ``base`` (known_settings), then what the log itself shows (the refresh steps,
+    the logged sampler temperature). Returns the settings, where they came from, and what is missing."""
+    s = dict(base)
+    inferred = []
+    if not s.get("N"):
+        n = infer_N(metrics)
+        if n:
+            s["N"] = n
+            inferred.append("N")
+    if "Tb" not in s and "temperature" in metrics.columns and metrics["temperature"].notna().any():
+        s["Tb"] = float(metrics["temperature"].dropna().iloc[0])  # the log's own sampler temperature
+        inferred.append("Tb")
+    if inferred:
+        how = (how + "; " if how else "") + f"{' and '.join(inferred)} inferred from the log"
+    missing = [f"{k}: {what}" for k, what in NEEDED.items() if s.get(k) in (None, "", 0)]
+    s.setdefault("key", str(path))
+    s.setdefault("seed", 0)
+    return s, how or "none", missing
+
+
+def run_text(path: str, summary: Mapping[str, Any], settings: Mapping[str, Any], how: str) -> str:
+    """One run's events in a few lines."""
+    s = summary
+    last = s["last_step"]
+    state = "complete" if s["complete"] else "NOT complete"
+    if not settings.get("steps"):
+        state = "completeness unknown: the run's length is not known (--steps, or run.yaml beside the log)"
+    lines = [
+        f"== {path}",
+        f"   steps up to {fstep(last)} ({state}); N={settings.get('N', DASH)} ({how}); {s['n_val']} validations",
+        f"   peak {f3(s['peak'])} at step {fstep(s['peak_step'])}; final {f3(s['final'])}",
+    ]
+    if s["n_val"] == 0:
+        lines.append("   no validation points: degradation cannot be judged")
+    elif s["onset"] is None:
+        lines.append(
+            "   no onset: stable under the Section 2 criteria" + (f"; severe {s['severe']}" if s["severe"] else "")
+        )
+    else:
+        back = f", back at {s['recovered_at']}" if s["recovered_at"] is not None else ""
+        ref, sev = f3(s["reference"]), fstep(s["severe"])
+        lines.append(f"   onset {s['onset']} (running max {ref}), severe {sev}, {s['kind']}{back}")
+    lines.append(
+        f"   KL > 1 at {fstep(s['kl_cross_1'])}, KL > 0.1 at {fstep(s['kl_cross_01'])},"
+        f" lead {flead(s['lead'])}, KL max {fkl(s['kl_max'])},"
+        f" KL at step {fstep(s['kl_fixed_step'])} {fkl(s['kl_fixed'])}"
+    )
+    kl_init = fkl(s["kl_to_init_90"])
+    lines.append(f"   last five {f3(s['last5'])}, whole run {f3(s['whole'])}, KL to init at 90 {kl_init}")
+    if s["note"]:
+        lines.append(f"   NOTE: {s['note']}")
+    return "\n".join(lines)
+
+
+@dataclass
+class Report:
+    """What ``coolsampler analyze`` prints, and the paths it could not analyse (then it exits 1)."""
+
+    text: str
+    errors: list[str] = field(default_factory=list)
+
+
+def analyze_report(paths: Sequence[str], settings: Mapping[str, Any] | None = None) -> Report:
+    """Degradation events of every log in ``paths`` and a Table-1-style summary.
+
+    ``settings`` (optional, e.g. ``{"N": 192, "Tb": 0.8, "steps": 300}`` or a full ``Run.settings()``)
+    applies to every path, over each run's ``run.yaml`` (or the run key its directory names). N and Tb
+    not found there are read from the log where it shows them; a run for which they stay unknown is not
+    analysed (its block says what is missing), and a run whose length is unknown is not called complete.
+    A path that cannot be read is reported in the text and in ``errors``, not raised, so one bad log
+    does not hide the others.
+    """
+    blocks, entries, errors = [], [], []
+    for path in paths:
+        p = Path(path)
+        base, how = known_settings(p, settings)
+        try:
+            metrics, status = load_any(path, steps=base.get("steps"), val_every=base.get("val_every"))
+        except Exception as e:  # report and continue: the other logs are still worth reading
+            msg = str(e) if isinstance(e, (FileNotFoundError, ValueError)) else f"{type(e).__name__}: {e}"
+            blocks.append(f"== {path}\n   cannot read: {msg}")
+            errors.append(f"{path}: {msg}")
+            continue
+        s, how, missing = _settings_for(p, metrics, base, how)
+        if missing:
+            msg = "missing settings: " + "; ".join(missing) + " (or keep the run's run.yaml beside the log)"
+            blocks.append(f"== {path}\n   not analysed: {msg}")
+            errors.append(f"{path}: {msg}")
+            continue
+        last = int(metrics["step"].max())
+        if status is None and s.get("steps"):  # a table without status.json: judge its length at least
+            steps = int(s["steps"])
+            status = RunStatus(
+                last >= steps, last, steps, [] if last >= steps else [f"stopped at step {last} of {steps}"]
+            )
+        if not s.get("steps") and status is not None and status.complete:
+            status = RunStatus(False, status.last_step, status.expected_steps, ["the run's length is unknown"])
+        blocks.append(run_text(path, summarize_run(metrics, s, status), s, how))
+        entries.append((s, metrics, status))
+    if entries:
+        _, disp = table1_frames(entries)
+        blocks.append("Summary (Table 1 style, one row per arm):\n" + to_markdown(disp))
+    return Report("\n\n".join(blocks) + "\n", errors)
+
+
+def analyze(paths: Sequence[str], settings: Mapping[str, Any] | None = None) -> str:
+    """``analyze_report``'s text alone."""
+    return analyze_report(paths, settings).text
+
+
+__all__ = ["Report", "analyze", "analyze_report", "infer_N", "known_settings", "load_any"]
+
+
+def _analyze(args: argparse.Namespace) -> int:
+    given = {"N": args.N, "Tb": args.Tb, "steps": args.steps, "val_every": args.val_every}
+    report = analyze_report(args.paths, {k: v for k, v in given.items() if v is not None})
+    sys.stdout.write(report.text)
+    for err in report.errors:
+        print(f"coolsampler analyze: {err}", file=sys.stderr)
+    return 1 if report.errors else 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    a = sub.add_parser("analyze", help="degradation events and a Table-1 summary of logs or tables")
+    a.add_argument("paths", nargs="+")
+    a.add_argument("--N", type=int, help="refresh interval for every path (default: run.yaml, the run key, the log)")
+    a.add_argument("--Tb", type=float, help="sampler temperature for every path (default: as --N)")
+    a.add_argument("--steps", type=int, help="the run's length, to tell a whole log from a cut one (default: run.yaml)")
+    a.add_argument("--val-every", type=int, help="validation interval (default: run.yaml)")
+    a.set_defaults(func=_analyze)

@@ -1,0 +1,115 @@
+"""``coolsampler figures RESULTS_DIR``: every figure, table, the claims and the report from existing runs.
+
+Why a command: results travel (a copied ``results/``, a colleague's run directories), and drawing
+them must never start training, whatever their file times or Snakemake metadata say. It runs this
+checkout's Snakefile with ``--config analysis_only=true`` (rule ``train`` is then not defined): runs
+without ``train.jsonl`` + ``run.yaml`` are listed and drawn as missing. The study is ``--study``,
+else the ``config/*.yaml`` whose ``name`` the run directories' ``run.yaml`` record.
+
+Light: it imports neither verl, vLLM nor torch, and neither do the rules it runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+from coolsampler.spec.study import StudyError
+from coolsampler.train.version import REPO  # this package's checkout: its Snakefile draws
+
+
+def recorded_studies(results: Path) -> set[str]:
+    """The study names the run directories under ``results/runs`` record in their run.yaml."""
+    names = set()
+    for path in results.glob("runs/*/*/*/run.yaml"):
+        try:
+            data = yaml.safe_load(path.read_text()) or {}
+        except yaml.YAMLError:
+            continue
+        if isinstance(data, dict) and data.get("study"):
+            names.add(str(data["study"]))
+    return names
+
+
+def find_study(results: Path, repo: Path = REPO) -> Path:
+    """The study file of ``repo/config`` that the runs under ``results`` belong to."""
+    names = recorded_studies(results)
+    if not names:
+        raise StudyError(f"{results}: no run.yaml under runs/<model>/<task>/<settings>/; name the study with --study")
+    found = []
+    for path in sorted((repo / "config").glob("*.yaml")):
+        try:
+            data = yaml.safe_load(path.read_text()) or {}
+        except yaml.YAMLError:
+            continue
+        if isinstance(data, dict) and "runs" in data and data.get("name") in names:
+            found.append(path)
+    if len(found) != 1:
+        which = ", ".join(str(p.relative_to(repo)) for p in found) or "none"
+        raise StudyError(
+            f"{results}: runs of study {', '.join(sorted(names))}; study files with that name in "
+            f"{repo / 'config'}: {which}; name one with --study"
+        )
+    return found[0]
+
+
+def snakemake_args(results: Path, study: Path, *, cores: int, dry_run: bool) -> list[str]:
+    """The Snakemake invocation that draws ``results`` under ``study`` without training."""
+    args = [
+        sys.executable,
+        "-m",
+        "snakemake",
+        "--snakefile",
+        str(REPO / "Snakefile"),
+        "--directory",
+        str(REPO),
+        f"--configfile={study.resolve()}",
+        "--config",
+        "analysis_only=true",
+        f"results={results.resolve()}",
+        "--cores",
+        str(cores),
+    ]
+    if dry_run:
+        args.append("-n")
+    return args
+
+
+def figures(
+    results: str | Path, study: str | Path | None = None, *, cores: int = 1, dry_run: bool = False, report: bool = True
+) -> int:
+    """Draw ``all`` (every figure and table of the study) and ``claims.md``, then the HTML report."""
+    results = Path(results)
+    if not (results / "runs").is_dir():
+        raise FileNotFoundError(f"{results}: no runs/ directory (a study's results: runs/<model>/<task>/<settings>/)")
+    study_path = Path(study) if study else find_study(results)
+    base = snakemake_args(results, study_path, cores=cores, dry_run=dry_run)
+    out = results.resolve()
+    rc = subprocess.run([*base, "all", str(out / "claims.md")], check=False).returncode
+    if rc or dry_run or not report:
+        return rc
+    return subprocess.run([*base, "--report", str(out / "report.html")], check=False).returncode
+
+
+def _figures(args: argparse.Namespace) -> int:
+    return figures(args.results, args.study, cores=args.cores, dry_run=args.dry_run, report=not args.no_report)
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    f = sub.add_parser(
+        "figures",
+        help="draw every figure, table, the claims and the report from existing run directories (never trains)",
+    )
+    f.add_argument("results", help="a study's results directory (holding runs/), e.g. results/smoke")
+    f.add_argument("--study", help="the study config (default: the config/*.yaml named in the runs' run.yaml)")
+    f.add_argument("--cores", type=int, default=1)
+    f.add_argument("-n", "--dry-run", action="store_true", help="list what would be drawn")
+    f.add_argument("--no-report", action="store_true", help="skip the HTML report")
+    f.set_defaults(func=_figures)
+
+
+__all__ = ["register", "figures", "find_study", "recorded_studies", "snakemake_args"]

@@ -1,0 +1,70 @@
+"""``coolsampler parse PATH``: one verl JSONL log -> a summary, or the metrics table rule parse writes.
+
+The run's length and validation interval come from the flags, else from ``run.yaml`` beside the log
+(or the run key in its path), so a log of unknown length is never called complete. No verl, vLLM or torch.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from coolsampler.cli.analyze import known_settings
+from coolsampler.results.metrics import parse_jsonl
+
+OUT_FORMATS = {".parquet": "parquet", ".csv": "csv"}  # parse --out: the format is the file's suffix
+
+
+def _parse(args: argparse.Namespace) -> int:
+    fmt = None
+    if args.out:
+        fmt = OUT_FORMATS.get(Path(args.out).suffix.lower())
+        if fmt is None:
+            raise ValueError(f"--out {args.out}: unknown format; name a {' or '.join(OUT_FORMATS)} file")
+    path = Path(args.path)
+    if not path.is_file():
+        raise FileNotFoundError(f"no such file: {path}")
+    if path.stat().st_size == 0:
+        raise ValueError(f"empty file: {path}")
+    # the run's length and validation interval: given, else run.yaml beside the log (or its run key)
+    known, _how = known_settings(path, None)
+    steps = args.steps or known.get("steps")
+    val_every = args.val_every or known.get("val_every")
+    df, status = parse_jsonl(path, expected_steps=steps, val_every=val_every)
+    if args.out:
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        if fmt == "csv":
+            df.to_csv(args.out, index=False)
+        else:
+            df.to_parquet(args.out, index=False)
+    train = df[df.step > 0]
+    val = df.dropna(subset=["val_acc"]) if "val_acc" in df else df.iloc[0:0]
+    of = f"of {status.expected_steps}" if steps else "of ? (the run's length is unknown)"
+    print(f"{args.path}: {len(train)} training steps (last {status.last_step} {of})")
+    if len(val):
+        best = val.loc[val.val_acc.idxmax()]
+        last = val.iloc[-1]
+        print(
+            f"validation: {len(val)} points, last {last.val_acc:.3f} at step {int(last.step)}, "
+            f"best {best.val_acc:.3f} at step {int(best.step)}"
+        )
+    else:
+        print("validation: no points")
+    if not status.complete:
+        print("NOT complete: " + "; ".join(status.problems))
+    elif steps:
+        print("complete")
+    else:
+        print("whole as far as the log shows; completeness unknown: give --steps (or keep run.yaml beside the log)")
+    if args.out:
+        print(f"wrote {args.out} ({fmt})")
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("parse", help="parse one verl JSONL log")
+    p.add_argument("path")
+    p.add_argument("--out", help="write the metrics table here: .parquet or .csv (by the suffix)")
+    p.add_argument("--steps", type=int, help="expected steps (default: run.yaml beside the log)")
+    p.add_argument("--val-every", type=int, help="validation interval (default: run.yaml beside the log)")
+    p.set_defaults(func=_parse)

@@ -1,0 +1,333 @@
+"""``coolsampler plan``: what a study costs before anything is submitted: runs, GPU-hours, wall time, disk.
+
+Per (model, task) of the study, from the best source there is, each named in the output:
+
+* **step time**: measured on finished runs of this results directory trained on the same platform
+  (``run.yaml`` ``platform:``): verl's ``timing_s/step`` + ``timing_s/testing`` per step of
+  ``train.jsonl``, plus the start-up (``train.benchmark.tsv`` wall time minus those steps); else the
+  paper's (``coolsampler.spec.settings.step_seconds``: Appendix D's hours per 300-step run, on the gpu
+  platform only, the same numbers ``settings.checkpoint_interval`` derives checkpoints from); else
+  unknown ("-": train one run, then plan again);
+* **disk per run**: measured (the largest finished run directory of that model and task), else one
+  checkpoint as ``coolsampler.train.memory.checkpoint_disk_bytes`` computes it for the paper's models;
+* **GPU-hours**: hours per run x the platform's GPUs per run (``coolsampler.train.platform``), for the runs
+  not done yet and for all;
+* **wall time**: the remaining runs, ``parallel`` at a time (from the profile: the gpu-box profile's
+  ``gpu`` resource / GPUs per run, the SLURM profile's ``jobs``, on CPU the smoke study's ``--cores 2``
+  / the platform's threads per run), longest-first; queueing time on a cluster is not included.
+
+Done runs (``run.yaml`` + ``train.jsonl``, as ``coolsampler.cli.status``) are marked and left out of the
+remaining cost. Light: no verl, vLLM or torch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import heapq
+import statistics
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from coolsampler.cli.status import hmm, read_records, step_times
+from coolsampler.spec.settings import step_seconds
+from coolsampler.spec.study import Run, Study
+from coolsampler.train.overrides import training_study
+from coolsampler.train.paths import SMOKE_STUDY, Layout
+from coolsampler.train.platform import Platform, get_platform
+from coolsampler.train.version import REPO
+
+PROFILES = ("gpu", "slurm", "cpu")  # where a study runs: one GPU machine, a SLURM cluster, the CPU stack
+PROFILE_PLATFORM = {"gpu": "gpu", "slurm": "gpu", "cpu": "cpu"}
+PROFILE_FILE = {"gpu": "gpu-box", "slurm": "slurm"}
+CPU_CORES = 2  # the smoke study's `snakemake --cores 2` (README)
+GIB = 1024**3
+
+
+@dataclass
+class Measured:
+    """What finished runs of one (model, task) on one platform show."""
+
+    runs: int = 0
+    step_s: list[float] = field(default_factory=list)  # every step's wall time over those runs
+    startup_s: list[float] = field(default_factory=list)
+    disk: list[int] = field(default_factory=list)
+
+
+@dataclass
+class Group:
+    """The plan for the runs of one (model, task)."""
+
+    model: str
+    task: str
+    runs: list[Run]
+    done: list[str]
+    step_s: float | None
+    startup_s: float
+    source: str
+    disk_per_run: int | None
+    disk_source: str
+
+    def hours(self, run: Run) -> float | None:
+        if self.step_s is None:
+            return None
+        return (self.startup_s + run.steps * self.step_s) / 3600
+
+
+@dataclass
+class Plan:
+    study: str
+    profile: str
+    platform: Platform
+    parallel: int
+    parallel_source: str
+    groups: list[Group]
+
+
+def is_done(run_dir: Path) -> bool:
+    """Training finished: rule train's outputs exist (``coolsampler.cli.status``, state done)."""
+    return (run_dir / "run.yaml").exists() and (run_dir / "train.jsonl").exists()
+
+
+def _dir_bytes(d: Path) -> int:
+    return sum(p.stat().st_size for p in d.rglob("*") if p.is_file() and not p.is_symlink())
+
+
+def measure(run_dir: Path, platform: str) -> tuple[list[float], float | None, int] | None:
+    """Step times, start-up and disk of one finished run trained on ``platform``; None if it was not."""
+    if not is_done(run_dir):
+        return None
+    try:
+        info = yaml.safe_load((run_dir / "run.yaml").read_text()) or {}
+    except yaml.YAMLError:
+        return None
+    if info.get("platform") != platform:
+        return None
+    times = step_times(read_records([run_dir / "train.jsonl"]))
+    startup = None
+    bench = run_dir / "train.benchmark.tsv"
+    if bench.exists() and times:
+        rows = list(csv.DictReader(bench.open(), delimiter="\t"))
+        if rows and rows[-1].get("s"):
+            startup = max(0.0, float(rows[-1]["s"]) - sum(times))
+    return times, startup, _dir_bytes(run_dir)
+
+
+def default_parallel(profile: str, platform: Platform) -> tuple[int, str]:
+    """How many runs train at once on ``profile``, from the profile file (module docstring)."""
+    if profile == "cpu":
+        return max(1, CPU_CORES // max(1, platform.threads)), f"--cores {CPU_CORES}, {platform.threads} thread(s) a run"
+    path = REPO / "profiles" / PROFILE_FILE[profile] / "config.v8+.yaml"
+    if not path.exists():
+        return 1, f"no {path.name} found: one at a time"
+    cfg = yaml.safe_load(path.read_text()) or {}
+    if profile == "slurm":
+        return int(cfg.get("jobs", 1)), f"profiles/slurm jobs: {cfg.get('jobs', 1)}"
+    gpus = next((int(str(r).split("=")[1]) for r in cfg.get("resources", []) if str(r).startswith("gpu=")), None)
+    if gpus is None or not platform.gpus_per_run:
+        return 1, "one at a time"
+    return max(1, gpus // platform.gpus_per_run), f"profiles/gpu-box gpu={gpus}, {platform.gpus_per_run} a run"
+
+
+def make_plan(
+    study: Study,
+    *,
+    profile: str | None = None,
+    results: str | Path | None = None,
+    parallel: int | None = None,
+) -> Plan:
+    """The plan of ``study`` on ``profile`` (default: gpu for a gpu study, else cpu), its results read
+    from ``results`` (default: the study's)."""
+    profile = profile or ("cpu" if study.raw.get("profile", "cpu") == "cpu" else "gpu")
+    if profile not in PROFILES:
+        raise ValueError(f"profile {profile!r}: allowed {', '.join(PROFILES)}")
+    platform = get_platform(PROFILE_PLATFORM[profile])
+    layout = Layout.from_config(study.raw, results if results is not None else study.results)
+    by_group: dict[tuple[str, str], list[Run]] = {}
+    for r in study.runs:
+        by_group.setdefault((r.model, r.task), []).append(r)
+    groups = []
+    for (model, task), runs in by_group.items():
+        m = Measured()
+        done = []
+        for r in runs:
+            d = Path(layout.run_dir(r.key))
+            if is_done(d):
+                done.append(r.key)
+            got = measure(d, platform.name)
+            if got:
+                m.runs += 1
+                m.step_s += got[0]
+                if got[1] is not None:
+                    m.startup_s.append(got[1])
+                m.disk.append(got[2])
+        groups.append(_group(model, task, runs, done, m, platform))
+    par, why = (parallel, "--parallel") if parallel else default_parallel(profile, platform)
+    return Plan(study.name, profile, platform, par, why, groups)
+
+
+def _group(model: str, task: str, runs: list[Run], done: list[str], m: Measured, platform: Platform) -> Group:
+    step, startup, source = None, 0.0, "-"
+    if m.step_s:
+        step = statistics.fmean(m.step_s)
+        startup = statistics.median(m.startup_s) if m.startup_s else 0.0
+        source = f"measured ({m.runs} run{'s' if m.runs > 1 else ''})"
+    elif platform.name == "gpu" and step_seconds(model, task) is not None:
+        step, source = step_seconds(model, task), "paper (App. D)"
+    disk, disk_source = None, "-"
+    if m.disk:
+        disk, disk_source = max(m.disk), "measured"
+    elif platform.name == "gpu":  # memory.py models the gpu platform's run (its GPUs, its dtypes)
+        from coolsampler.train.memory import ARCH, checkpoint_disk_bytes
+
+        if model in ARCH:
+            disk, disk_source = checkpoint_disk_bytes(model), "one checkpoint (memory.py)"
+    return Group(model, task, runs, done, step, startup, source, disk, disk_source)
+
+
+def wall_hours(hours: list[float], parallel: int) -> float:
+    """Wall time of ``hours``-long runs, ``parallel`` at a time, longest first (greedy list schedule)."""
+    slots = [0.0] * max(1, parallel)
+    for h in sorted(hours, reverse=True):
+        heapq.heapreplace(slots, slots[0] + h)
+    return max(slots) if hours else 0.0
+
+
+def _gib(b: float | None) -> str:
+    if b is None:
+        return "-"
+    if b < GIB:
+        return f"{b / 1024**2:.1f} MiB"
+    return f"{b / GIB:.1f} GiB" if b < 1024 * GIB else f"{b / GIB / 1024:.2f} TiB"
+
+
+def _h(x: float | None) -> str:
+    return "-" if x is None else (f"{x:.1f}" if x >= 10 else f"{x:.2f}")
+
+
+def summary(plan: Plan) -> dict[str, Any]:
+    """Totals of the plan: runs, done, hours and GPU-hours (remaining and all), wall time, disk."""
+    all_h, todo_h, unknown, disk, disk_unknown, over = [], [], [], 0, 0, []
+    for g in plan.groups:
+        for r in g.runs:
+            if g.disk_per_run is None:
+                disk_unknown += 1
+            else:
+                disk += g.disk_per_run
+            h = g.hours(r)
+            if h is None:
+                unknown.append(r.key)
+                continue
+            all_h.append(h)
+            if r.key not in g.done:
+                todo_h.append(h)
+            if h * 60 > plan.platform.timeout_min:
+                over.append(r.key)
+    gpus = plan.platform.gpus_per_run
+    return {
+        "runs": sum(len(g.runs) for g in plan.groups),
+        "done": sum(len(g.done) for g in plan.groups),
+        "hours_all": sum(all_h),
+        "hours_todo": sum(todo_h),
+        "gpu_hours_all": sum(all_h) * gpus,
+        "gpu_hours_todo": sum(todo_h) * gpus,
+        "wall_todo": wall_hours(todo_h, plan.parallel),
+        "unknown": unknown,
+        "disk": disk,
+        "disk_unknown": disk_unknown,
+        "over_timeout": over,
+    }
+
+
+def text(plan: Plan, *, list_runs: bool = False) -> str:
+    """The plan as a table per (model, task) and totals."""
+    gpus = plan.platform.gpus_per_run
+    cost = "GPU-h left/all" if gpus else "hours left/all"
+    head = ("model", "task", "runs", "done", "steps", "s/step", "step time from", "h/run", cost, "disk/run")
+    rows = [head]
+    for g in plan.groups:
+        hours = [g.hours(r) for r in g.runs]
+        left = [g.hours(r) for r in g.runs if r.key not in g.done]
+        mult = gpus or 1
+        steps = sorted({r.steps for r in g.runs})
+        per_run = "-" if hours[0] is None else "/".join(sorted({_h(h) for h in hours if h is not None}))
+        rows.append(
+            (
+                g.model,
+                g.task,
+                str(len(g.runs)),
+                str(len(g.done)),
+                "/".join(map(str, steps)),
+                "-" if g.step_s is None else f"{g.step_s:.3g}",
+                g.source,
+                per_run,
+                "-" if hours[0] is None else f"{_h(sum(left) * mult)}/{_h(sum(hours) * mult)}",  # type: ignore[arg-type]
+                f"{_gib(g.disk_per_run)}" + ("" if g.disk_source in ("-", "measured") else " (est.)"),
+            )
+        )
+    widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
+    out = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
+    s = summary(plan)
+    out.append("")
+    out.append(
+        f"study {plan.study} on profile {plan.profile} (platform {plan.platform.name}, "
+        f"{gpus} GPU(s) a run): {s['runs']} runs, {s['done']} done, {s['runs'] - s['done']} to train"
+    )
+    part = " (runs with a step time only)" if s["unknown"] else ""
+    if len(s["unknown"]) < s["runs"]:
+        gpu_h = f"; GPU-hours ({gpus} a run): {_h(s['gpu_hours_todo'])} to go, {_h(s['gpu_hours_all'])} in all"
+        out.append(
+            f"run-hours: {_h(s['hours_todo'])} to go, {_h(s['hours_all'])} for the whole study{part}"
+            + (gpu_h if gpus else "")
+        )
+        out.append(
+            f"wall time of the runs to go: {hmm(s['wall_todo'] * 3600)} (h:mm), {plan.parallel} at a time"
+            f" ({plan.parallel_source}; queueing not included){part}"
+        )
+    if s["disk_unknown"] < s["runs"]:
+        out.append(
+            f"disk: {_gib(s['disk'])} kept by the runs' directories (checkpoints)"
+            + (f"; {s['disk_unknown']} run(s) unknown" if s["disk_unknown"] else "")
+        )
+    else:
+        out.append("disk: unknown (no finished run here, and memory.py models only the paper's models on gpu)")
+    if s["unknown"]:
+        out.append(
+            f"no step time for {len(s['unknown'])} run(s) on platform {plan.platform.name}: neither a finished"
+            " run here nor a paper time; train one, then plan again"
+        )
+    if s["over_timeout"]:
+        out.append(
+            f"WARNING: {len(s['over_timeout'])} run(s) exceed the watchdog's timeout "
+            f"({plan.platform.timeout_min / 60:.0f} h): {', '.join(s['over_timeout'][:3])}"
+        )
+    if list_runs:
+        out.append("")
+        for g in plan.groups:
+            for r in g.runs:
+                mark = "done" if r.key in g.done else "todo"
+                out.append(f"{mark}  {r.key}  {_h(g.hours(r))} h")
+    return "\n".join(out) + "\n"
+
+
+__all__ = ["PROFILES", "Plan", "default_parallel", "is_done", "make_plan", "summary", "text", "wall_hours"]
+
+
+def _plan(args: argparse.Namespace) -> int:
+    study = training_study(args.study)
+    plan = make_plan(study, profile=args.profile, results=args.results, parallel=args.parallel)
+    print(text(plan, list_runs=args.runs), end="")
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("plan", help="runs, GPU-hours, wall time and disk of a study before submitting it")
+    p.add_argument("--study", default=SMOKE_STUDY, help="study config (default: %(default)s)")
+    p.add_argument("--profile", choices=PROFILES, help="where it runs (default: gpu for a gpu study, else cpu)")
+    p.add_argument("--results", help="results directory with finished runs (default: the study's results:)")
+    p.add_argument("--parallel", type=int, help="runs training at once (default: from the profile)")
+    p.add_argument("--runs", action="store_true", help="also list every run, done or to do, with its hours")
+    p.set_defaults(func=_plan)

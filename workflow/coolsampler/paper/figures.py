@@ -1,0 +1,643 @@
+"""Figures 1-8 of the paper.
+
+Interface (shared with ``coolsampler.paper.tables``; the registry is ``coolsampler.spec.targets``): every
+target is a function ``f(panels, provenance, outputs, options)`` where ``panels`` maps a panel name
+to a list of ``(settings, metrics, status)`` entries -- ``settings`` from ``Run.settings()``,
+``metrics`` the run's metrics table (None when the run has not produced one), ``status`` its
+``RunStatus`` (None when unknown) --, ``provenance`` says what drew it, ``outputs`` are the paths to
+write (``.pdf``/``.png`` for figures, ``.csv``/``.tex``/``.md`` for tables) and ``options`` the
+target's validated ``options:`` from the study (``coolsampler.spec.targets.OPTIONS``). A run whose
+metrics are missing or whose log is incomplete is drawn as far as it goes and *named* in a red
+"runs missing/unfinished" note on the figure (tables: ``note`` column).
+
+Panel names per target, for the study config's ``figures:`` block (target -> panel -> settings
+filter, or a list of filters whose runs are combined; a list value inside a filter means "any of";
+the reserved key ``options`` is not a panel, see ``coolsampler.spec.targets``).
+
+=======  ==========  ========================================================================
+target   panels      what the filter should select (paper caption)
+=======  ==========  ========================================================================
+fig1     a, b        a: 1.5B GSM8K N=192 TIS, Tb 1.0 (3 seeds), 0.8 (3 seeds + tied), 0.9 --
+                     validation accuracy. b: the seed-1 runs of each temperature -- KL (log).
+fig2     a           every run to compare: TIS, fixed Tb 1.0 and 0.8, all model/task/N rows.
+                     Draws both subpanels (KL at step 110/60; first step KL > 0.1). Runs with
+                     another temperature are named in the note as not drawn.
+fig3     a, b        7B GSM8K. a: N=144, seeds 1 and 43 (seed order -> solid, dashed).
+                     b: N=192. Validation accuracy.
+fig4     a           1.5B GSM8K N=192 seeds 43/44: TIS Tb=1 at lr 2e-6/1.5e-6/1e-6, cooled TIS,
+                     mu-GRPO Tb 1.0 and 0.8. Draws accuracy (a), KL (b) and mu-GRPO's logged
+                     veto and ratio-clip fractions (c).
+fig5     a, b, c     a: 1.5B GSM8K N=288 all temperatures; b: MATH lr 4e-6 N=288;
+                     c: MATH lr 2e-6 N=192. Validation accuracy.
+fig6     a, b        a: 1.5B GSM8K N=96: correction none (cooled, 3 seeds + kl_cooling),
+                     cooled TIS, uncooled TIS. b: MATH N=96. Accuracy; no correction dashed.
+fig7     a, b        a: N=96 controllers (saturation with/without KL gate), linear schedule,
+                     doubled lr, plus fixed-Tb references; b: N=192 controller (+ references).
+                     Accuracy (top) and the sampler temperature actually used (bottom:
+                     mean over the step's prompts, min-max shaded).
+fig8     a           every 7B run at N=144, including the cut replicate. Accuracy, KL,
+                     entropy, clip fraction, reward and gradient norm.
+table1   rows        1.5B GSM8K seeds 43/44: TIS Tb 1.0/0.8 at N=96 and 192, TIS Tb=1 at lr
+                     1.5e-6 and 1e-6 (N=192). One row per arm.
+table2   rows        every run of the study: the table lists those that degrade (decided from the
+                     data) and the runs they are compared with; stable arms say so.
+table3   rows        runs for the cycle-aligned readings (7B N=144; 1.5B N=192 Tb 0.8); an arm
+                     of three or more seeds is one row with ranges, the CSV one row per run.
+table4   rows        every run of the study.
+=======  ==========  ========================================================================
+
+Colours are fixed per sampler temperature across all figures (``coolsampler.paper.plotting``); grey
+vertical lines are the refreshes (multiples of N); KL axes are logarithmic with a dashed 1-nat line.
+The learner-sampler KL is verl's ``rollout_corr/kl`` (k1: mean of log q - log pi over the tokens the
+sampler drew, token-weighted), named on every KL axis; option ``kl: k3`` draws verl's
+``rollout_corr/k3_kl`` instead, which is never negative, so a log axis drops no point.
+
+Imports matplotlib (through ``coolsampler.paper.plotting``), never verl, vLLM or torch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from matplotlib.axes import Axes
+
+from coolsampler.paper import labels as L
+from coolsampler.paper import plotting as P
+from coolsampler.paper.tables import Panels, RunEntry
+from coolsampler.results.analysis import first_crossing, kl_step_for, validation, value_at
+from coolsampler.spec.provenance import Provenance
+
+Options = Mapping[str, Any]
+
+PANEL_LETTERS = "abcdefgh"
+
+
+# --------------------------------------------------------------------------------------------------
+# Shared pieces
+
+
+def _unique_entries(panels: Panels, names: Sequence[str]) -> list[RunEntry]:
+    """Entries of several panels, each run once (a run may sit in two panels of one figure)."""
+    seen: set[str] = set()
+    out = []
+    for n in names:
+        for e in panels.get(n, []):
+            k = str(e[0].get("key") or id(e))
+            if k not in seen:
+                seen.add(k)
+                out.append(e)
+    return out
+
+
+def _common(entries: Sequence[RunEntry], field: str) -> Any:
+    vals = {repr(e[0].get(field)) for e in entries}
+    return entries[0][0].get(field) if entries and len(vals) == 1 else None
+
+
+def panel_title(letter: str, entries: Sequence[RunEntry], extra: str = "") -> str:
+    """'(a) 1.5B GSM8K, N=192' from the settings all of the panel's runs share."""
+    parts = []
+    if entries:
+        s0 = entries[0][0]
+        if _common(entries, "model") is not None:
+            parts.append(L.model_label(s0))
+        if _common(entries, "task") is not None:
+            parts.append(L.task_label(s0))
+        N = _common(entries, "N")
+        if N is not None:
+            parts.append(f"N={N}")
+        lr = _common(entries, "lr")
+        if lr is not None and abs(float(lr) - L.DEFAULT_LR) > 1e-12 and parts:
+            parts[-1] += f", lr {L.lr_text(lr)}"
+    text = f"({letter}) " + " ".join(parts)
+    return text + (f", {extra}" if extra else "") if parts or extra else f"({letter}) no runs selected"
+
+
+def _max_steps(entries: Sequence[RunEntry]) -> int:
+    steps = [int(e[0].get("steps", 0) or 0) for e in entries]
+    steps += [int(m["step"].max()) for _, m, _ in entries if m is not None and not m.empty]
+    return max(steps, default=300) or 300
+
+
+def _refresh(ax: Axes, entries: Sequence[RunEntry]) -> None:
+    """Refresh lines of the panel's N (only when the panel's runs share one N, as in every paper panel)."""
+    N = _common(entries, "N")
+    if N:
+        P.refresh_lines(ax, int(N), _max_steps(entries))
+
+
+def default_linestyle(settings: Mapping[str, Any]) -> str:
+    """Solid, except: no correction dashed; mu-GRPO with a cooled sampler dashed (Figure 4);
+    learner tied to the sampler dotted; a replicate (cut/re-run) dash-dotted. The data seed is the
+    marker (``plotting.seed_marker``), so seeds of one arm share colour and style yet stay apart."""
+    if settings.get("replicate"):
+        return "-."
+    if settings.get("Tl") == "tied":
+        return ":"
+    if settings.get("correction") == "none":
+        return "--"
+    if settings.get("correction") == "mu_grpo" and L.tb_initial(settings) < 1.0:
+        return "--"
+    return "-"
+
+
+LOG_COLUMNS = ("kl", "k3_kl", "grad_norm")  # drawn on log axes: values <= 0 go on the floor, marked
+
+
+def _series(metrics: pd.DataFrame, column: str) -> tuple[np.ndarray, np.ndarray]:
+    if column == "val_acc":
+        s = validation(metrics)
+        return s.index.to_numpy(), s.to_numpy(dtype="float64")
+    y = pd.to_numeric(metrics[column], errors="coerce").to_numpy(dtype="float64")
+    return metrics["step"].to_numpy(), y
+
+
+def panel_values(entries: Sequence[RunEntry], column: str) -> list[np.ndarray]:
+    """Every value of ``column`` the panel's runs hold (for axis limits)."""
+    return [_series(m, column)[1] for _, m, _ in entries if m is not None and not m.empty and column in m.columns]
+
+
+def plot_runs(
+    ax: Axes,
+    entries: Sequence[RunEntry],
+    column: str,
+    *,
+    correction: bool = False,
+    lw: float = 1.2,
+    floor: float | None = None,
+) -> int:
+    """Draw ``column`` against step for every run that has metrics (validation: points joined).
+
+    Colour: ``plotting.run_colour``; line style: ``default_linestyle``; marker: the data seed
+    (``plotting.seed_marker``: on every validation point, on every few steps of a per-step column).
+    The legend label names the arm, not the seed (the figure legend lists the seed markers once).
+    ``floor``: a log axis's lower limit; values below it, and values <= 0, are drawn on it and
+    marked with a hollow triangle. Returns the number of values so marked.
+    """
+    marked = 0
+    shared_lr = _common(entries, "lr")  # one lr for the whole panel: the title names it (panel_title)
+    for settings, metrics, _ in entries:
+        if metrics is None or metrics.empty or column not in metrics.columns:
+            continue
+        x, y = _series(metrics, column)
+        if shared_lr is not None:  # no lr shading or lr in the legend when nothing differs by lr
+            settings = {**settings, "lr": L.DEFAULT_LR}
+        colour = P.run_colour(settings)
+        if floor is not None:
+            y, low = P.clip_to_floor(y, floor)
+            P.mark_floor(ax, x[low], floor, colour)
+            marked += int(low.sum())
+        elif column in LOG_COLUMNS:
+            y = np.where(y > 0, y, np.nan)  # a log axis without a floor: nothing to draw these on
+        marker = P.seed_marker(settings.get("seed"))
+        every: Any = None if column == "val_acc" else max(1, len(x) // 8)
+        label = L.run_label(settings, seed=False, correction=correction)
+        ax.plot(
+            x,
+            y,
+            color=colour,
+            ls=default_linestyle(settings),
+            lw=lw,
+            label=label,
+            marker=marker,
+            ms=3.0,
+            markevery=every,
+            mfc="white" if settings.get("replicate") else colour,
+        )
+    return marked
+
+
+def _seeds(entries: Sequence[RunEntry]) -> list[Any]:
+    return [e[0].get("seed") for e in entries if e[1] is not None and not e[1].empty]
+
+
+def _acc_panel(ax: Axes, entries: Sequence[RunEntry], title: str, **kw: Any) -> None:
+    plot_runs(ax, entries, "val_acc", **kw)
+    _refresh(ax, entries)
+    P.accuracy_axis(ax)
+    ax.set_xlim(0, _max_steps(entries))
+    ax.set_xlabel("step")
+    ax.set_title(title, fontsize=9, loc="left")
+
+
+def kl_estimator(options: Options | None) -> tuple[str, str]:
+    """(metrics column, axis label) of the learner-sampler KL the figure draws: option ``kl``."""
+    return L.KL_ESTIMATORS[str((options or {}).get("kl", "k1"))]
+
+
+KL_FLOOR_NOTE = "hollow triangles on the floor: values <= 0 (k1 of a batch can be negative) or below the axis floor"
+
+
+def kl_footnote(fig: Any, options: Options | None) -> None:
+    """Name the KL estimator, its verl source and the floor marker at the bottom left (the
+    provenance is bottom right)."""
+    estimator = str((options or {}).get("kl", "k1"))
+    text = f"{L.KL_SOURCE_NOTE[estimator]}; {KL_FLOOR_NOTE}"
+    fig.text(0.01, 0.05 / fig.get_figheight(), text, fontsize=6, color="#666666")
+
+
+def log_panel(ax: Axes, entries: Sequence[RunEntry], column: str, *, reference: float = 1.0, **kw: Any) -> int:
+    """A log-axis panel of ``column``: limits from ``plotting.log_limits`` (one near-zero point does
+    not stretch the axis), values <= 0 or below the floor drawn on it, marked. Returns that count."""
+    lo, hi = P.log_limits(panel_values(entries, column), reference=reference)
+    marked = plot_runs(ax, entries, column, floor=lo, **kw)
+    ax.set_yscale("log")
+    ax.set_ylim(lo, hi)
+    return marked
+
+
+def _kl_panel(ax: Axes, entries: Sequence[RunEntry], title: str, options: Options | None, **kw: Any) -> None:
+    column, label = kl_estimator(options)
+    log_panel(ax, entries, column, lw=0.8, **kw)
+    _refresh(ax, entries)
+    P.kl_axis(ax, label=label, limits=ax.get_ylim())
+    ax.set_xlim(0, _max_steps(entries))
+    ax.set_xlabel("step")
+    ax.set_title(title, fontsize=9, loc="left")
+
+
+def _save(
+    fig: Any, outputs: Sequence[str | Path], provenance: Provenance, title: str, entries: Sequence[RunEntry] = ()
+) -> None:
+    """One legend for the figure, outside every panel (arms, the seeds drawn, reference lines), then
+    the provenance stamp and the files."""
+    P.figure_legend(fig, fig.axes, _seeds(entries))
+    P.save(fig, outputs, provenance=provenance, title=title)
+
+
+def _caption(selection: Mapping[str, Any] | None, names: Sequence[str]) -> list[str]:
+    return L.selection_lines(selection, names)
+
+
+# --------------------------------------------------------------------------------------------------
+# Figures
+
+
+def fig1(
+    panels: Panels,
+    provenance: Provenance,
+    outputs: Sequence[str | Path],
+    options: Options | None = None,
+    *,
+    selection: Mapping[str, Any] | None = None,
+) -> None:
+    """(a) validation accuracy of panel ``a``; (b) learner-sampler KL of panel ``b`` (seed-1 runs)."""
+    a, b = panels.get("a", []), panels.get("b", [])
+    both = _unique_entries(panels, ["a", "b"])
+    fig, ax = P.new_figure(10, 3.6, L.availability_notes(both), ncols=2, caption=_caption(selection, ["a", "b"]))
+    _acc_panel(ax[0, 0], a, panel_title("a", a))
+    _kl_panel(ax[0, 1], b, panel_title("b", b), options)
+    kl_footnote(fig, options)
+    _save(fig, outputs, provenance, "Figure 1: finite safe staleness; cooling extends it", both)
+
+
+def _fig2_rows(
+    entries: Sequence[RunEntry],
+) -> tuple[list[tuple[Any, ...]], dict[tuple[Any, ...], list[RunEntry]]]:
+    rows: dict[tuple[Any, ...], list[RunEntry]] = {}
+    for e in entries:
+        s = e[0]
+        rows.setdefault((s.get("model"), s.get("task"), int(s.get("N", 0))), []).append(e)
+    order = sorted(rows, key=lambda k: (str(k[0]), str(k[1]), k[2]))
+    return order, rows
+
+
+FIG2_TB = (1.0, 0.8)
+
+
+def fig2(
+    panels: Panels,
+    provenance: Provenance,
+    outputs: Sequence[str | Path],
+    options: Options | None = None,
+    *,
+    selection: Mapping[str, Any] | None = None,
+) -> None:
+    """Uncooled vs cooled mismatch per model/task/N: (a) KL at the fixed first-cycle step with seed
+    means and their ratio; (b) first step with KL > 0.1 nat, hollow where not reached before the
+    first refresh (drawn at the refresh). A row holds one learning rate: runs of a second learning
+    rate in the same model/task/N are named in the note and not drawn (they are not seeds)."""
+    column, _ = kl_estimator(options)
+    estimator = str((options or {}).get("kl", "k1"))
+    entries = list(panels.get("a", []))
+    notes = L.availability_notes(entries)
+    drawn = [
+        e
+        for e in entries
+        if L.tb_kind(e[0]) == "fixed"
+        and any(abs(L.tb_initial(e[0]) - t) < 1e-9 for t in FIG2_TB)
+        and e[0].get("correction") != "mu_grpo"
+        and not e[0].get("replicate")
+    ]
+    drawn_ids = {id(e) for e in drawn}
+    notes += [
+        f"{L.short_key(e[0])}: not drawn (only fixed Tb 1.0/0.8, no replicate)"
+        for e in entries
+        if id(e) not in drawn_ids
+    ]
+    order, rows = _fig2_rows(drawn)
+    for key in order:  # one learning rate per row: the row's most common one
+        lrs = [float(e[0].get("lr", L.DEFAULT_LR)) for e in rows[key]]
+        keep = max(set(lrs), key=lambda x: (lrs.count(x), x == L.DEFAULT_LR))
+        for e in rows[key]:
+            if abs(float(e[0].get("lr", L.DEFAULT_LR)) - keep) > 1e-12:
+                notes.append(f"{L.short_key(e[0])}: not drawn (row's lr is {L.lr_text(keep)})")
+        rows[key] = [e for e in rows[key] if abs(float(e[0].get("lr", L.DEFAULT_LR)) - keep) <= 1e-12]
+    at_step: dict[int, float] = {}  # id(entry) -> its KL at the row's fixed step
+    for e in drawn:
+        step = kl_step_for(int(e[0]["N"]))
+        if e[1] is None or e[1].empty:
+            continue
+        v = value_at(e[1], column, step)
+        if np.isnan(v):
+            notes.append(f"{L.short_key(e[0])}: no KL at step {step}")
+            continue
+        at_step[id(e)] = v
+        if v <= 0:
+            notes.append(f"{L.short_key(e[0])}: KL {v:.2g} <= 0 at step {step}, on the floor, not in the mean")
+    lo, hi = P.log_limits([list(at_step.values())], reference=0.0, decades=4)
+    height = max(2.0, 0.45 * len(order) + 1.0)
+    fig, ax = P.new_figure(10, height, notes, ncols=2, caption=_caption(selection, ["a"]))
+    axa, axb = ax[0, 0], ax[0, 1]
+    ylabels = []
+    for i, key in enumerate(order):
+        y = len(order) - 1 - i
+        N = key[2]
+        row_lr = float(rows[key][0][0].get("lr", L.DEFAULT_LR)) if rows[key] else L.DEFAULT_LR
+        text = L.setting_row({"model": key[0], "task": key[1], "N": N})
+        ylabels.append(text + (f", lr {L.lr_text(row_lr)}" if abs(row_lr - L.DEFAULT_LR) > 1e-12 else ""))
+        means = {}
+        for j, t in enumerate(FIG2_TB):
+            runs = [e for e in rows[key] if abs(L.tb_initial(e[0]) - t) < 1e-9 and e[1] is not None]
+            colour = P.FIXED_TB_COLOURS[t]
+            dy = 0.12 if j == 0 else -0.12
+            kls = []
+            for e in runs:  # one dot per seed, the seed's marker; <= 0 or below the floor: on it, hollow
+                v = at_step.get(id(e), np.nan)
+                if not np.isfinite(v):
+                    continue
+                below = v < lo
+                axa.scatter(
+                    [max(v, lo)],
+                    [y + dy],
+                    s=14,
+                    marker=P.FLOOR_MARKER if below else P.seed_marker(e[0].get("seed")),
+                    facecolors="none" if below else colour,
+                    edgecolors=colour,
+                    alpha=0.7,
+                    zorder=3,
+                    clip_on=False,
+                    label=P.FLOOR_LABEL if below else "_",
+                )
+                if v > 0:
+                    kls.append(v)
+            if kls:
+                means[t] = float(np.mean(kls))
+                axa.scatter([means[t]], [y + dy], s=60, marker="|", color=colour, lw=2.5, zorder=4)
+                axa.scatter([], [], s=40, marker="|", color=colour, lw=2.5, label=f"Tb={L.value_text(t)}: seed mean")
+            for e in runs:
+                cross = first_crossing(e[1].set_index("step")[column], 0.1) if column in e[1].columns else None
+                reached = cross is not None and cross <= N
+                x = cross if reached else N
+                face = colour if reached else "none"
+                axb.scatter(
+                    [x], [y + dy], s=22, marker=P.seed_marker(e[0].get("seed")), facecolors=face, edgecolors=colour,
+                    zorder=3,
+                )  # fmt: skip
+            axb.plot([N, N], [y - 0.3, y + 0.3], color=P.REFRESH_GREY, lw=2, zorder=1)
+        if len(means) == 2:
+            ratio = means[1.0] / means[0.8]
+            # the ratio sits just right of the axes, clear of the dots whatever the KL range
+            axa.text(1.01, y, f"x{ratio:.1f}", transform=axa.get_yaxis_transform(), va="center", fontsize=8)
+    for a_ in (axa, axb):
+        a_.set_yticks(range(len(order)))
+        a_.set_ylim(-0.7, len(order) - 0.3)
+    axa.set_yticklabels(ylabels[::-1], fontsize=7)
+    axb.set_yticklabels([])  # same rows as (a); the space between the panels holds (a)'s ratios
+    axa.set_xscale("log")
+    axa.set_xlim(lo, hi)
+    axa.set_xlabel(f"KL ({estimator}) at {fig2_step_text([k[2] for k in order])}, nats/token", fontsize=8)
+    axa.set_title("(a) first-cycle KL at a fixed step (ratio Tb 1 / Tb 0.8 at right)", fontsize=9, loc="left")
+    axb.set_xlabel("first step with KL > 0.1 nat (hollow: not before the refresh, drawn at it)", fontsize=8)
+    axb.set_title("(b) first crossing of 0.1 nat", fontsize=9, loc="left")
+    kl_footnote(fig, options)
+    fig.subplots_adjust(left=0.16, wspace=0.12)
+    _save(fig, outputs, provenance, "Figure 2: cooling lowers the learner-sampler mismatch", drawn)
+
+
+def fig2_step_text(Ns: Sequence[int]) -> str:
+    """Which step Figure 2a reads, derived from ``analysis.kl_step_for`` (the function that picks
+    it): 'step 32' when every row reads one step, else 'step 110 (N=144/192), step 60 (N=96)'."""
+    by_step: dict[int, list[int]] = {}
+    for N in sorted(set(int(n) for n in Ns)):
+        by_step.setdefault(kl_step_for(N), []).append(N)
+    if not by_step:
+        return "the fixed first-cycle step (no row drawn)"
+    if len(by_step) == 1:
+        return f"step {next(iter(by_step))}"
+    return ", ".join(f"step {step} (N={'/'.join(map(str, ns))})" for step, ns in sorted(by_step.items(), reverse=True))
+
+
+def fig3(
+    panels: Panels,
+    provenance: Provenance,
+    outputs: Sequence[str | Path],
+    options: Options | None = None,
+    *,
+    selection: Mapping[str, Any] | None = None,
+) -> None:
+    """7B GSM8K: (a) N=144 and (b) N=192 validation accuracy, line style by data seed."""
+    both = _unique_entries(panels, ["a", "b"])
+    fig, ax = P.new_figure(10, 3.4, L.availability_notes(both), ncols=2, caption=_caption(selection, ["a", "b"]))
+    for i, name in enumerate(["a", "b"]):
+        e = panels.get(name, [])
+        _acc_panel(ax[0, i], e, panel_title(name, e))
+    _save(fig, outputs, provenance, "Figure 3: Qwen2.5-Math-7B on GSM8K", both)
+
+
+MU_GRPO_FRACTIONS = (("veto_frac", "-", "vetoed responses"), ("ratio_clip_frac", ":", "clipped tokens (rho > 5)"))
+
+
+def _mu_grpo_panel(ax: Axes, entries: Sequence[RunEntry], title: str) -> None:
+    """mu-GRPO's logged veto fraction (of responses) and ratio-clip fraction (of tokens) per step:
+    the appendix's "the logged veto and clip fractions confirm that the rule is active".
+
+    Line style says which fraction (solid: vetoed, dotted: clipped); green as in panels a/b, darker
+    for the uncooled sampler, lighter for a cooled one; the seeds of an arm share a legend entry.
+    """
+    mu = [e for e in entries if e[0].get("correction") == "mu_grpo"]
+    top = 0.0
+    for settings, metrics, _ in mu:
+        if metrics is None or metrics.empty:
+            continue
+        cooled = L.tb_initial(settings) < 1.0
+        colour = P.shade(P.MU_GRPO, 1.45) if cooled else P.shade(P.MU_GRPO, 0.8)
+        for column, ls, what in MU_GRPO_FRACTIONS:
+            if column not in metrics.columns:
+                continue
+            y = pd.to_numeric(metrics[column], errors="coerce").to_numpy(dtype="float64")
+            top = max(top, float(np.nanmax(y))) if np.isfinite(y).any() else top
+            label = f"{L.tb_label(settings)}: {what}"
+            ax.plot(metrics["step"].to_numpy(), y, color=colour, ls=ls, lw=0.9, label=label)
+    _refresh(ax, mu or entries)
+    ax.set_xlim(0, _max_steps(entries))
+    ax.set_ylim(0.0, max(top, 1e-3) * 1.1)
+    ax.set_xlabel("step")
+    ax.set_ylabel("fraction (responses vetoed / tokens clipped)")
+    ax.set_title(title, fontsize=9, loc="left")
+    if not mu:
+        ax.text(0.5, 0.5, "no mu-GRPO run selected", transform=ax.transAxes, ha="center", fontsize=8)
+
+
+def fig4(
+    panels: Panels,
+    provenance: Provenance,
+    outputs: Sequence[str | Path],
+    options: Options | None = None,
+    *,
+    selection: Mapping[str, Any] | None = None,
+) -> None:
+    """Learning rate, mu-GRPO and cooling: (a) validation accuracy, (b) KL of the same runs,
+    (c) mu-GRPO's veto and ratio-clip fractions."""
+    e = panels.get("a", [])
+    fig, ax = P.new_figure(15, 3.8, L.availability_notes(e), ncols=3, caption=_caption(selection, ["a"]))
+    _acc_panel(ax[0, 0], e, panel_title("a", e), correction=True)
+    _kl_panel(ax[0, 1], e, panel_title("b", e), options, correction=True)
+    _mu_grpo_panel(ax[0, 2], e, "(c) mu-GRPO: vetoed responses, clipped tokens")
+    kl_footnote(fig, options)
+    fig.subplots_adjust(wspace=0.32)
+    _save(fig, outputs, provenance, "Figure 4: lower learning rate, mu-GRPO and cooling", e)
+
+
+def fig5(
+    panels: Panels,
+    provenance: Provenance,
+    outputs: Sequence[str | Path],
+    options: Options | None = None,
+    *,
+    selection: Mapping[str, Any] | None = None,
+) -> None:
+    """Boundaries: (a) N=288, (b) MATH at doubled lr, (c) MATH at the standard lr; accuracy."""
+    names = ["a", "b", "c"]
+    every = _unique_entries(panels, names)
+    fig, ax = P.new_figure(13, 3.4, L.availability_notes(every), ncols=3, caption=_caption(selection, names))
+    for i, name in enumerate(names):
+        e = panels.get(name, [])
+        lr = _common(e, "lr")  # (b) and (c) differ by lr: name it even where it is the default
+        extra = f"lr {L.lr_text(lr)}" if lr is not None and abs(float(lr) - L.DEFAULT_LR) <= 1e-12 else ""
+        _acc_panel(ax[0, i], e, panel_title(name, e, extra))
+    _save(fig, outputs, provenance, "Figure 5: boundaries", every)
+
+
+def fig6(
+    panels: Panels,
+    provenance: Provenance,
+    outputs: Sequence[str | Path],
+    options: Options | None = None,
+    *,
+    selection: Mapping[str, Any] | None = None,
+) -> None:
+    """Cooling without the importance correction: (a) GSM8K N=96, (b) MATH N=96; no correction dashed."""
+    both = _unique_entries(panels, ["a", "b"])
+    fig, ax = P.new_figure(10, 3.4, L.availability_notes(both), ncols=2, caption=_caption(selection, ["a", "b"]))
+    for i, name in enumerate(["a", "b"]):
+        e = panels.get(name, [])
+        _acc_panel(ax[0, i], e, panel_title(name, e), correction=True)
+    _save(fig, outputs, provenance, "Figure 6: cooling without the correction only delays collapse", both)
+
+
+def _temperature_range(ax: Axes, entries: Sequence[RunEntry]) -> None:
+    """Shade each run's per-step min-max sampler temperature over its prompts (a per-prompt
+    controller samples one batch at several temperatures; the line is their mean)."""
+    for settings, metrics, _ in entries:
+        if metrics is None or metrics.empty or "temperature_min" not in metrics.columns:
+            continue
+        lo = pd.to_numeric(metrics["temperature_min"], errors="coerce").to_numpy(dtype="float64")
+        hi = pd.to_numeric(metrics["temperature_max"], errors="coerce").to_numpy(dtype="float64")
+        ax.fill_between(metrics["step"].to_numpy(), lo, hi, color=P.run_colour(settings), alpha=0.2, lw=0)
+
+
+def fig7(
+    panels: Panels,
+    provenance: Provenance,
+    outputs: Sequence[str | Path],
+    options: Options | None = None,
+    *,
+    selection: Mapping[str, Any] | None = None,
+) -> None:
+    """Adaptive and scheduled temperature: accuracy (top) and sampler temperature used (bottom:
+    the mean over the step's prompts, shaded between their min and max)."""
+    both = _unique_entries(panels, ["a", "b"])
+    caption = _caption(selection, ["a", "b"])
+    fig, ax = P.new_figure(10, 5.6, L.availability_notes(both), nrows=2, ncols=2, caption=caption)
+    for i, name in enumerate(["a", "b"]):
+        e = panels.get(name, [])
+        _acc_panel(ax[0, i], e, panel_title(name, e), correction=True)
+        axt = ax[1, i]
+        plot_runs(axt, e, "temperature", lw=1.0, correction=True)
+        _temperature_range(axt, e)
+        _refresh(axt, e)
+        axt.set_xlim(0, _max_steps(e))
+        axt.set_xlabel("step")
+        axt.set_ylabel("sampler temperature Tb")
+    _save(fig, outputs, provenance, "Figure 7: adaptive and scheduled temperature", both)
+
+
+FIG8_COLUMNS = (
+    ("val_acc", "validation accuracy"),
+    ("kl", "learner-sampler KL"),
+    ("entropy", "learner entropy"),
+    ("clip_frac", "responses at the length limit"),
+    ("reward", "training reward"),
+    ("grad_norm", "gradient norm"),
+)
+
+
+def fig8(
+    panels: Panels,
+    provenance: Provenance,
+    outputs: Sequence[str | Path],
+    options: Options | None = None,
+    *,
+    selection: Mapping[str, Any] | None = None,
+) -> None:
+    """Every run at N=144 (7B): six diagnostics, line style by seed, the cut replicate dash-dotted."""
+    e = panels.get("a", [])
+    fig, ax = P.new_figure(12, 6.4, L.availability_notes(e), nrows=2, ncols=3, caption=_caption(selection, ["a"]))
+    for k, (col, label) in enumerate(FIG8_COLUMNS):
+        a_ = ax.flat[k]
+        if col == "val_acc":
+            _acc_panel(a_, e, panel_title("a", e))
+            continue
+        if col == "kl":
+            _kl_panel(a_, e, "", options)
+            continue
+        if col == "grad_norm":
+            log_panel(a_, e, col, reference=0.0, lw=0.8)
+        else:
+            plot_runs(a_, e, col, lw=0.8)
+        _refresh(a_, e)
+        a_.set_xlim(0, _max_steps(e))
+        a_.set_xlabel("step")
+        a_.set_ylabel(label)
+    kl_footnote(fig, options)
+    _save(fig, outputs, provenance, "Figure 8: every run at refresh interval 144", e)
+
+
+__all__ = [
+    "fig1",
+    "fig2",
+    "fig3",
+    "fig4",
+    "fig5",
+    "fig6",
+    "fig7",
+    "fig8",
+    "fig2_step_text",
+    "kl_estimator",
+    "plot_runs",
+]

@@ -1,0 +1,362 @@
+"""One look for every figure: colours, refresh lines, KL axes, notes and the provenance stamp.
+
+Why one module: a reader compares Figure 1 with Figure 5 by colour, so a sampler temperature must
+have the same colour everywhere (Tb = 1.0 orange "uncooled", 0.8 blue "cooled"); and every figure
+must say which study and which commit drew it, and which of its runs are missing or unfinished.
+
+Figures are built on ``matplotlib.figure.Figure`` directly, never through ``pyplot``: no global
+figure registry (nothing leaks across the many figures of one Snakemake job) and no GUI backend, so
+it runs headless without configuring a backend.
+
+Imports matplotlib, never verl, vLLM or torch.
+"""
+
+from __future__ import annotations
+
+import math
+import textwrap
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from matplotlib.axes import Axes
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.colors import to_rgb
+from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+
+from coolsampler.paper.labels import DEFAULT_LR, tb_initial, tb_kind
+from coolsampler.spec.provenance import Provenance
+
+# --------------------------------------------------------------------------------------------------
+# Colours (the text of labels is coolsampler.paper.labels)
+
+UNCOOLED = "#ff7f0e"  # Tb = 1.0
+COOLED = "#1f77b4"  # Tb = 0.8
+FIXED_TB_COLOURS: dict[float, str] = {
+    1.0: UNCOOLED,
+    0.9: "#9467bd",  # purple
+    0.8: COOLED,
+    0.7: "#d62728",  # red
+    0.6: "#8c564b",  # brown
+}
+# schedules and controllers (Temperature.kind, plus the KL gate) have colours of their own
+KIND_COLOURS: dict[str, str] = {
+    "linear": "#17becf",  # cyan
+    "saturation": "#e377c2",  # pink
+    "saturation+kl": "#bcbd22",  # olive
+    "kl_cooling": "#393b79",  # indigo
+}
+MU_GRPO = "#2ca02c"  # green: Figure 4 draws mu-GRPO in green (solid Tb = 1, dashed 0.8)
+OTHER = "#555555"
+REFRESH_GREY = "#9a9a9a"
+
+
+def tb_colour(settings: Mapping[str, Any]) -> str:
+    """The sampler-temperature colour of a run (mu-GRPO runs use ``run_colour``'s green instead)."""
+    kind = tb_kind(settings)
+    if kind != "fixed":
+        return KIND_COLOURS.get(kind, OTHER)
+    tb = round(tb_initial(settings), 3)
+    return FIXED_TB_COLOURS.get(tb, OTHER)
+
+
+def shade(colour: str, factor: float) -> tuple[float, float, float]:
+    """Darken (factor < 1) or lighten (factor > 1) a colour, keeping its hue recognisable."""
+    r, g, b = to_rgb(colour)
+    if factor <= 1.0:
+        return (r * factor, g * factor, b * factor)
+    f = min(factor - 1.0, 1.0)
+    return (r + (1 - r) * f, g + (1 - g) * f, b + (1 - b) * f)
+
+
+def run_colour(settings: Mapping[str, Any]) -> Any:
+    """Colour of a run: its temperature colour; green for mu-GRPO; shaded for a non-default lr.
+
+    A lower learning rate is drawn lighter, a higher one darker, so Figure 4's three uncooled TIS
+    learning rates stay orange (same sampler) yet remain distinguishable.
+    """
+    base = MU_GRPO if settings.get("correction") == "mu_grpo" else tb_colour(settings)
+    lr = float(settings.get("lr", DEFAULT_LR))
+    if abs(lr - DEFAULT_LR) <= 1e-12:
+        return base
+    return shade(base, 1.0 + min(0.6, 0.6 * (DEFAULT_LR - lr) / DEFAULT_LR)) if lr < DEFAULT_LR else shade(base, 0.6)
+
+
+# --------------------------------------------------------------------------------------------------
+# Axes helpers
+
+
+REFRESH_LABEL = "sampler refresh (every N steps)"
+ONE_NAT_LABEL = "1 nat"
+FLOOR_LABEL = "value <= 0 or below the axis floor, drawn on it"
+FLOOR_MARKER = "v"
+
+# One marker per data seed, fixed by the seed's value so that a seed has the same marker in every
+# panel and figure: the paper's seeds 1, 43, 44 -> o, ^, D; the smoke study's 1, 2 -> o, s.
+SEED_MARKERS = ("o", "s", "^", "D", "P", "X", "<", ">")
+
+
+def seed_marker(seed: Any) -> str:
+    """The marker of a data seed (seeds of one arm share colour and line style, never the marker)."""
+    try:
+        return SEED_MARKERS[(int(seed) - 1) % len(SEED_MARKERS)]
+    except (TypeError, ValueError):
+        return "o"
+
+
+def seed_handle(seed: Any) -> Line2D:
+    """Legend entry 'seed <s>': the seed's marker on a neutral colour, no line."""
+    return Line2D([], [], color="#444444", marker=seed_marker(seed), ls="none", ms=4, label=f"seed {seed}")
+
+
+def refresh_lines(ax: Axes, N: int | None, steps: int = 300) -> None:
+    """Grey vertical lines at the refreshes (multiples of N up to ``steps``), one legend entry."""
+    if not N:
+        return
+    for k in range(1, steps // int(N) + 1):
+        ax.axvline(k * int(N), color=REFRESH_GREY, lw=0.9, zorder=0, label=REFRESH_LABEL if k == 1 else "_")
+
+
+def log_limits(values: Iterable[Any], *, reference: float = 1.0, decades: int = 6) -> tuple[float, float]:
+    """Limits of a log axis (powers of ten) that show the data and ``reference`` without letting a
+    single near-zero point stretch the axis: the floor is the 2nd percentile of the positive values,
+    and never more than ``decades`` decades below the top. Values below the floor (and values <= 0,
+    which a log axis cannot show) are drawn on it by ``clip_to_floor``."""
+    arrays = [np.asarray(v, dtype="float64").ravel() for v in values]
+    flat = np.concatenate(arrays) if arrays else np.array([], dtype="float64")
+    pos = flat[np.isfinite(flat) & (flat > 0)]
+    top = max(float(pos.max()) if pos.size else reference, reference)
+    top = top if top > 0 else 1.0
+    hi = 10.0 ** math.ceil(math.log10(top * 1.5))
+    lo = float(np.quantile(pos, 0.02)) if pos.size else hi / 10.0**3
+    lo = max(lo, hi / 10.0**decades)
+    return 10.0 ** math.floor(math.log10(lo)), hi
+
+
+def clip_to_floor(y: np.ndarray, floor: float) -> tuple[np.ndarray, np.ndarray]:
+    """(y with every finite value below ``floor`` set to it, mask of those values). NaN stays NaN
+    (a step not logged is a gap, not a value)."""
+    low = np.isfinite(y) & (y < floor)
+    return np.where(low, floor, y), low
+
+
+def mark_floor(ax: Axes, x: np.ndarray, floor: float, colour: Any) -> None:
+    """Hollow down-triangles on the axis floor where a value is <= 0 or below the floor."""
+    if len(x):
+        ax.scatter(
+            x,
+            np.full(len(x), floor),
+            marker=FLOOR_MARKER,
+            s=16,
+            facecolors="none",
+            edgecolors=colour,
+            linewidths=0.8,
+            clip_on=False,
+            zorder=5,
+            label=FLOOR_LABEL,
+        )
+
+
+def kl_axis(
+    ax: Axes, *, label: str = "learner-sampler KL (nats/token)", limits: tuple[float, float] | None = None
+) -> None:
+    """Log-scale KL axis with the dashed 1-nat reference line of Figures 1b, 4b and 8, labelled on
+    the axis and in the legend; ``limits`` from ``log_limits``."""
+    ax.set_yscale("log")
+    ax.axhline(1.0, color="black", ls="--", lw=0.8, zorder=1, label=ONE_NAT_LABEL)
+    ax.annotate(
+        ONE_NAT_LABEL,
+        xy=(0.0, 1.0),
+        xycoords=("axes fraction", "data"),
+        xytext=(3, 2),
+        textcoords="offset points",
+        ha="left",
+        va="bottom",
+        fontsize=7,
+    )
+    if limits is not None:
+        ax.set_ylim(*limits)
+    ax.set_ylabel(label)
+
+
+def accuracy_axis(ax: Axes, *, label: str = "validation accuracy") -> None:
+    ax.set_ylabel(label)
+    ax.set_ylim(0.0, 1.0)
+
+
+def dedup_legend(ax: Axes, **kw: Any) -> None:
+    """A legend with one entry per label (several seeds of one arm share a label and a colour)."""
+    handles, labels = ax.get_legend_handles_labels()
+    seen: dict[str, Any] = {}
+    for h, lab in zip(handles, labels, strict=True):
+        if lab and not lab.startswith("_"):
+            seen.setdefault(lab, h)
+    if seen:
+        ax.legend(seen.values(), seen.keys(), fontsize=7, frameon=False, **kw)
+
+
+# reference entries go last, in this order, after the runs and the seeds
+_REFERENCE_LABELS = (ONE_NAT_LABEL, REFRESH_LABEL, FLOOR_LABEL)
+
+
+def figure_legend(fig: Figure, axes: Iterable[Axes], seeds: Iterable[Any] = ()) -> Any:
+    """One legend for the whole figure, to the right of every panel (never over data).
+
+    Entries: each run label once (arms: colour and line style), then ``seed <s>`` (its marker), then
+    the reference lines (1 nat, refreshes, the floor marker). The figure is widened by the legend's
+    width so the panels keep their size.
+    """
+    runs: dict[str, Any] = {}
+    refs: dict[str, Any] = {}
+    for ax in axes:
+        handles, labels = ax.get_legend_handles_labels()
+        for h, lab in zip(handles, labels, strict=True):
+            if lab and not lab.startswith("_"):
+                (refs if lab in _REFERENCE_LABELS else runs).setdefault(lab, h)
+    seed_list = sorted({s for s in seeds if s is not None}, key=lambda s: int(s))
+    entries = dict(runs)
+    entries.update({f"seed {s}": seed_handle(s) for s in seed_list})
+    entries.update({lab: refs[lab] for lab in _REFERENCE_LABELS if lab in refs})
+    if not entries:
+        return None
+    width, sp = fig.get_figwidth(), fig.subplotpars
+    legend = fig.legend(
+        list(entries.values()),
+        list(entries.keys()),
+        loc="upper left",
+        bbox_to_anchor=(sp.right, sp.top),
+        fontsize=7,
+        frameon=False,
+        borderaxespad=0.0,
+    )
+    renderer = FigureCanvasAgg(fig).get_renderer()
+    extra = legend.get_window_extent(renderer).width / fig.dpi + 0.25
+    left_in, right_in = sp.left * width, sp.right * width
+    fig.set_figwidth(width + extra)
+    fig.subplots_adjust(left=left_in / (width + extra), right=right_in / (width + extra))
+    legend.set_bbox_to_anchor((right_in / (width + extra) + 0.1 / (width + extra), sp.top), transform=fig.transFigure)
+    return legend
+
+
+# --------------------------------------------------------------------------------------------------
+# Figure, notes, provenance
+
+FOOTER_IN = 0.22  # inches reserved for the stamp
+NOTE_LINE_IN = 0.15  # inches per line of the missing/unfinished note
+NOTE_WRAP = 150  # characters per note line at full width
+
+
+def note_lines(notes: Sequence[str], width_in: float) -> list[str]:
+    """The note text wrapped to the figure width, one ``runs missing/unfinished:`` paragraph."""
+    if not notes:
+        return []
+    text = "runs missing/unfinished: " + "; ".join(notes)
+    # never break inside a run key (keys hold hyphens: '2e-6'), so a note can be searched for a key
+    width = max(40, int(NOTE_WRAP * width_in / 12.0))
+    return textwrap.wrap(text, width=width, break_on_hyphens=False, break_long_words=False)
+
+
+def caption_lines(caption: Sequence[str], width_in: float) -> list[str]:
+    """Caption lines (the selection each panel uses) wrapped to the figure width."""
+    width = max(40, int(NOTE_WRAP * width_in / 12.0))
+    out: list[str] = []
+    for line in caption:
+        out += textwrap.wrap(line, width=width, break_on_hyphens=False, break_long_words=False)
+    return out
+
+
+def new_figure(
+    width: float,
+    height: float,
+    notes: Sequence[str] = (),
+    *,
+    nrows: int = 1,
+    ncols: int = 1,
+    caption: Sequence[str] = (),
+    **subplot_kw: Any,
+) -> tuple[Figure, Any]:
+    """A figure whose bottom is reserved for the caption (the selection of each panel, grey), the
+    missing-runs note (red) and the provenance footer.
+
+    ``height`` is the height of the plotting area; the figure grows by the caption, the note and the
+    footer, so a long list of missing runs never overprints the data.
+    """
+    lines = note_lines(notes, width)
+    cap = caption_lines(caption, width)
+    extra = FOOTER_IN + NOTE_LINE_IN * (len(lines) + len(cap)) + (0.1 if lines or cap else 0.0)
+    total = height + extra
+    fig = Figure(figsize=(width, total))
+    axes = fig.subplots(nrows, ncols, squeeze=False, **subplot_kw)
+    bottom = (extra + 0.45) / total
+    fig.subplots_adjust(left=0.08, right=0.98, top=1.0 - 0.35 / total, bottom=bottom, hspace=0.45, wspace=0.28)
+    if lines:
+        note(fig, lines, y_in=FOOTER_IN + NOTE_LINE_IN * len(lines))
+    if cap:
+        y = (FOOTER_IN + NOTE_LINE_IN * (len(lines) + len(cap))) / total
+        fig.text(0.01, y, "\n".join(cap), color="#444444", fontsize=6.5, va="top", ha="left", family="monospace")
+    return fig, axes
+
+
+def note(fig: Figure, lines: Sequence[str], *, y_in: float | None = None) -> None:
+    """Draw the visible 'runs missing/unfinished: ...' note (red) near the bottom of the figure."""
+    if not lines:
+        return
+    h = fig.get_figheight()
+    y = (y_in if y_in is not None else FOOTER_IN + NOTE_LINE_IN * len(lines)) / h
+    fig.text(0.01, y, "\n".join(lines), color="#b00000", fontsize=6.5, va="top", ha="left", family="monospace")
+
+
+def stamp(fig: Figure, provenance: Provenance) -> dict[str, str]:
+    """Write the provenance footer on the figure and return the matching PDF metadata."""
+    fig.text(
+        0.99, 0.05 / fig.get_figheight(), provenance.footer(), fontsize=6, color="#666666", ha="right", va="bottom"
+    )
+    return provenance.pdf_metadata()
+
+
+def save(fig: Figure, outputs: Iterable[str | Path], *, provenance: Provenance, title: str) -> None:
+    """Stamp and write ``fig`` to every output path; the format follows the suffix (.pdf, .png, .svg).
+
+    The PDF's CreationDate is dropped so re-rendering the same data gives the same bytes apart from
+    the provenance, which keeps Snakemake reruns and diffs quiet.
+    """
+    meta = stamp(fig, provenance)
+    for out in outputs:
+        out = Path(out)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        suffix = out.suffix.lower()
+        if suffix == ".pdf":
+            fig.savefig(out, format="pdf", metadata={"Title": title, **meta, "CreationDate": None})
+        elif suffix == ".png":
+            fig.savefig(out, format="png", dpi=130, metadata={"Title": title, "Description": meta["Keywords"]})
+        else:
+            fig.savefig(out)
+
+
+__all__ = [
+    "COOLED",
+    "FLOOR_LABEL",
+    "ONE_NAT_LABEL",
+    "REFRESH_LABEL",
+    "SEED_MARKERS",
+    "UNCOOLED",
+    "accuracy_axis",
+    "caption_lines",
+    "clip_to_floor",
+    "dedup_legend",
+    "figure_legend",
+    "kl_axis",
+    "log_limits",
+    "mark_floor",
+    "new_figure",
+    "note",
+    "refresh_lines",
+    "run_colour",
+    "save",
+    "seed_handle",
+    "seed_marker",
+    "stamp",
+    "tb_colour",
+]

@@ -1,0 +1,238 @@
+"""verl JSONL -> the per-run metrics table (schema: ``coolsampler.spec.metrics_schema``).
+
+verl's ``file`` logger writes one JSON object per line, ``{"step": k, "data": {...}}``: the initial
+validation at step 0, then one line per training step (validation metrics merged into the steps
+where validation ran). The parser keeps what is sound and says what is not: a truncated last line,
+NaN values, missing validation points and a run that stopped early are recorded in ``RunStatus``
+(and so reach Table 4); a required metric absent from every step is an error naming the run and the
+metric. Works on a user's own verl JSONL too (``coolsampler parse PATH``). pandas only.
+
+Imports pandas and pyarrow only: no verl, vLLM or torch.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from coolsampler.spec.metrics_schema import ABSENT, COLUMNS, REQUIRED, RunStatus, pick
+
+
+class MetricsError(ValueError):
+    """A log the table cannot be built from (no records, a required metric never logged)."""
+
+
+_ABSENT = ABSENT
+_pick = pick  # the one implementation lives beside the schema (launch.py's progress lines use it too)
+
+
+def column_value(data: dict[str, Any], column: str) -> Any:
+    """The value of metrics-table ``column`` in one verl record's ``data``, or None when absent.
+
+    For readers of a log while it is written (``coolsampler status``): the same source keys as the
+    parser (``metrics_schema.COLUMNS``), so both name the same metric.
+    """
+    val = _pick(data, COLUMNS[column][2])
+    return None if val is _ABSENT else val
+
+
+def read_jsonl(path: str | Path) -> tuple[dict[int, dict[str, Any]], list[str]]:
+    """One record per step, and the problems met while reading.
+
+    A step *trained* more than once (its ``training/global_step`` record logged again, as when a
+    resumed run re-logs the steps after its last checkpoint) keeps its *last* training record
+    whole, not a merge: the first attempt's values belong to a trajectory that was thrown away.
+    That is reported, since those steps were trained twice. A record without
+    ``training/global_step`` (a validation: step 0, or the one a resumed run makes at its
+    checkpoint step, which ``coolsampler.train.launch.assemble`` keeps) is merged into its step.
+    """
+    path = Path(path)
+    train: dict[int, dict[str, Any]] = {}
+    extra: dict[int, dict[str, Any]] = {}  # validation-only records, merged per step
+    problems: list[str] = []
+    relogged: list[int] = []
+    lines = path.read_bytes().split(b"\n")
+    last_line = max((i for i, raw in enumerate(lines, 1) if raw.strip()), default=0)
+    for i, raw in enumerate(lines, 1):
+        if not raw.strip():
+            continue
+        try:
+            rec = json.loads(raw)
+            step = int(rec["step"])
+            data = rec["data"]
+            if not isinstance(data, dict):
+                raise TypeError("data is not a mapping")
+        except (ValueError, KeyError, TypeError):
+            where = "last line" if i == last_line else f"line {i}"
+            problems.append(f"{where} is not a whole JSON record (truncated log?)")
+            continue
+        if "training/global_step" not in data:
+            extra.setdefault(step, {}).update(data)
+            continue
+        if step in train:
+            relogged.append(step)
+        train[step] = dict(data)
+    by_step = {step: {**train.get(step, {}), **extra.get(step, {})} for step in sorted({*train, *extra})}
+    if relogged:
+        steps = sorted(set(relogged))
+        problems.append(
+            f"{len(steps)} step(s) logged more than once (resumed run?), kept the last record of each"
+            f" (first: step {steps[0]})"
+        )
+    return by_step, problems
+
+
+def _finite(v: Any) -> bool:
+    """A real, finite number; bools count (the ``refreshed`` flag), null/NaN/inf/text do not."""
+    if isinstance(v, bool):
+        return True
+    return isinstance(v, (int, float)) and math.isfinite(v)
+
+
+def parse_jsonl(
+    path: str | Path,
+    *,
+    expected_steps: int | None = None,
+    val_every: int | None = None,
+    run: str | None = None,
+    max_response_length: int | None = None,
+) -> tuple[pd.DataFrame, RunStatus]:
+    """Parse one run's verl JSONL. ``expected_steps``/``val_every`` let the status say what is missing.
+
+    Values that are null, NaN or infinite are kept as NaN/inf in the table (they are what the run
+    logged) but every such step is reported, so a summary over them carries a note.
+
+    ``max_response_length``: the run's configured limit, which ``clip_frac`` is measured against
+    (``length_clip_fraction``). None: read from ``run.yaml`` beside the log (``recipe``), as the
+    training job writes it; if that is absent too, ``clip_frac`` is NaN rather than verl's
+    batch-width fraction.
+    """
+    run = run or str(path)
+    by_step, problems = read_jsonl(path)
+    if not by_step:
+        raise MetricsError(f"{run}: no records in {path}")
+    rows = []
+    absent: dict[str, list[int]] = {}  # column -> training steps whose record lacks it
+    bad: dict[str, list[int]] = {}  # column -> steps that logged it as null / NaN / inf
+    for step in sorted(by_step):
+        data = by_step[step]
+        row: dict[str, Any] = {"step": step}
+        for col, (_dtype, _meaning, sources) in COLUMNS.items():
+            if col == "step":
+                continue
+            val = _pick(data, sources)
+            if val is _ABSENT:
+                row[col] = np.nan
+                if step > 0:
+                    absent.setdefault(col, []).append(step)
+                continue
+            if not _finite(val) and (step > 0 or col == "val_acc"):
+                bad.setdefault(col, []).append(step)
+            row[col] = np.nan if val is None else val
+        rows.append(row)
+    df = pd.DataFrame(rows)
+    n_train = int((df.step > 0).sum())
+    if n_train:
+        for col in REQUIRED:
+            if col != "step" and len(absent.get(col, [])) == n_train:
+                raise MetricsError(
+                    f"{run}: required metric {col!r} ({' or '.join(COLUMNS[col][2])}) is missing from the log"
+                )
+    else:
+        problems.append("no training step logged (the run died before step 1)")
+    limit = max_response_length if max_response_length is not None else configured_max_response_length(path)
+    df["clip_frac"] = length_clip_fraction(df["clip_frac"], df["response_length_max"], limit)
+    df = coerce(df)
+    # A column the run logs (somewhere) but some steps lack, or logged as null/NaN/inf: keep the
+    # rows, say so. val_acc is sparse by design; its gaps are the validation check below.
+    for col in COLUMNS:
+        miss = absent.get(col, [])
+        if col not in ("step", "val_acc") and miss and len(miss) < n_train:
+            problems.append(f"{len(miss)} step(s) without {col} (first at step {miss[0]})")
+        if bad.get(col):
+            problems.append(
+                f"{len(bad[col])} step(s) with NaN/inf {col} (null, NaN or inf in the log; first at step {bad[col][0]})"
+            )
+    last = int(df.step.max())
+    expected = expected_steps or last
+    if last < expected:
+        problems.append(f"stopped at step {last} of {expected}")
+    steps = set(df.step[df.step > 0])
+    missing = sorted(set(range(1, last + 1)) - steps)
+    if missing:
+        problems.append(f"{len(missing)} step(s) missing from the log (first: {missing[0]})")
+    if val_every:
+        want = {0, *range(val_every, last + 1, val_every)}
+        if expected_steps and last >= expected_steps:
+            want.add(expected_steps)
+        have = set(df.step[df.val_acc.notna()])
+        lost = sorted(want - have)
+        if lost:
+            problems.append(f"{len(lost)} validation point(s) missing (first: step {lost[0]})")
+    status = RunStatus(complete=not problems, last_step=last, expected_steps=expected, problems=problems)
+    return df, status
+
+
+def configured_max_response_length(log: str | Path) -> int | None:
+    """The max response length a run was trained with, from ``run.yaml`` beside its log (or None)."""
+    run_yaml = Path(log).with_name("run.yaml")
+    if not run_yaml.exists():
+        return None
+    import yaml
+
+    try:
+        recipe = (yaml.safe_load(run_yaml.read_text()) or {}).get("recipe") or {}
+        value = recipe.get("max_response_length")
+    except (yaml.YAMLError, AttributeError):
+        return None
+    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def length_clip_fraction(clip_ratio: pd.Series, longest: pd.Series, limit: int | None) -> pd.Series:
+    """Fraction of sampled responses that ran to the configured length limit, from verl's metrics.
+
+    verl logs ``response_length/clip_ratio`` = mean(length == width of the padded response batch)
+    and ``response_length/max`` = the longest response. Where the batch is padded to its longest
+    response, that ratio is at least 1/batch even when no response reached the limit. The two
+    logged numbers give the right answer without per-sample lengths: if the longest response
+    reached the limit, the width is the limit and the ratio counts exactly the responses at it;
+    otherwise no response reached it and the fraction is 0. Seen on the patched verl 0.9.1 stack
+    (smoke study, limit 8): ``response_length/max`` 4, ``clip_ratio`` 0.375, i.e. 24 of 64 responses
+    "clipped" at length 4, none at 8. Where a batch is padded to the limit the ratio is already right
+    and this changes nothing. NaN where ``limit`` is unknown or a step lacks either metric.
+    """
+    ratio = pd.to_numeric(clip_ratio, errors="coerce").astype("float64")
+    if limit is None:
+        return pd.Series(np.nan, index=ratio.index)
+    top = pd.to_numeric(longest, errors="coerce").astype("float64")
+    out = ratio.where(top >= float(limit), 0.0)
+    return out.where(ratio.notna() & top.notna())
+
+
+def coerce(df: pd.DataFrame) -> pd.DataFrame:
+    out = pd.DataFrame(index=df.index)
+    for col, (dtype, _m, _s) in COLUMNS.items():
+        s = pd.to_numeric(df[col], errors="coerce") if col in df else pd.Series(np.nan, index=df.index)
+        if dtype == "int64":
+            out[col] = s.astype("Int64")
+        elif dtype == "bool":
+            out[col] = s.map(lambda v: pd.NA if pd.isna(v) else bool(v)).astype("boolean")
+        else:
+            out[col] = s.astype("float64")
+    return out.reset_index(drop=True)
+
+
+def write_metrics(df: pd.DataFrame, status: RunStatus, parquet: str | Path, status_json: str | Path) -> None:
+    Path(parquet).parent.mkdir(parents=True, exist_ok=True)
+    df.to_parquet(parquet, index=False)
+    Path(status_json).write_text(json.dumps(asdict(status), indent=1) + "\n")
+
+
+def read_status(path: str | Path) -> RunStatus:
+    return RunStatus(**json.loads(Path(path).read_text()))

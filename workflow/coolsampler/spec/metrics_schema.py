@@ -1,0 +1,111 @@
+"""The per-run metrics table: one row per training step. Defined once, here.
+
+``metrics.parquet`` in every run directory has exactly these columns (``veto_frac``,
+``ratio_clip_frac`` and the ``temperature*`` columns may be all-NaN where the run has no such mechanism). The parser
+(``coolsampler.results.metrics``) fills it from verl's JSONL; the analysis reads nothing else.
+Run-level facts (finished or not, why) live in the table's metadata (see ``RunStatus``).
+
+Imports nothing of the package and no heavy stack.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from dataclasses import dataclass
+from typing import Any
+
+# column -> (dtype, meaning, verl JSONL source key(s))
+COLUMNS: dict[str, tuple[str, str, tuple[str, ...]]] = {
+    "step": ("int64", "learner step t (1-based; verl's global step)", ("training/global_step",)),
+    "sampler_version": (
+        "int64",
+        "learner step whose weights the sampler held when it drew this step's batch (0 = initial)",
+        ("staleness/sampler_version",),
+    ),
+    "staleness": ("int64", "t - 1 - sampler_version ... = (t-1) mod N under the gate", ("staleness/staleness",)),
+    "refreshed": ("bool", "the sampler's weights were pushed at the end of this step", ("staleness/refreshed",)),
+    "val_acc": (
+        "float64",
+        "greedy validation accuracy after this step (NaN where not validated)",
+        ("val-core/*/acc/mean@1", "val-core/*/reward/mean@1"),
+    ),
+    # mu-GRPO runs in bypass mode, where verl skips its rollout-correction metrics: the loss logs it.
+    "kl": (
+        "float64",
+        "learner-sampler KL per token: verl's k1 estimator, mean over the sampler's response tokens of"
+        " log q - log pi (token-weighted; can be negative on a batch)",
+        ("rollout_corr/kl", "actor/rollout_corr/kl"),
+    ),
+    "k3_kl": (
+        "float64",
+        "learner-sampler KL per token, verl's k3 estimator mean(r - 1 - log r), r = pi/q: never negative",
+        ("rollout_corr/k3_kl", "actor/rollout_corr/k3_kl"),
+    ),
+    # verl logs actor/entropy from its old-log-prob pass; in bypass mode (μ-GRPO) that pass is skipped and
+    # the actor update's entropy (actor/entropy_loss: the same token-mean, of the policy being updated) stands in
+    "entropy": ("float64", "learner entropy per token", ("actor/entropy", "actor/entropy_loss")),
+    # verl's response_length/clip_ratio counts responses whose length equals the *padded batch width*.
+    # The parser keeps it only where the batch's longest response reached the configured limit
+    # (response_length/max >= max_response_length, then width = limit); otherwise no response was cut
+    # and the fraction is 0. Without the configured limit it is NaN (coolsampler.results.metrics).
+    "clip_frac": (
+        "float64",
+        "fraction of sampled responses that ran to the configured max response length",
+        ("response_length/clip_ratio",),
+    ),
+    "response_length_max": ("float64", "longest sampled response this step (tokens)", ("response_length/max",)),
+    "reward": ("float64", "mean training reward", ("critic/score/mean",)),
+    "grad_norm": ("float64", "actor gradient norm", ("actor/grad_norm",)),
+    "is_cap_frac": (
+        "float64",
+        "fraction of tokens whose IS weight hit the cap",
+        ("rollout_corr/rollout_is_ratio_fraction_high",),
+    ),
+    "kl_to_init": ("float64", "learner KL to the initial (reference) policy", ("actor/kl_loss",)),
+    "veto_frac": ("float64", "mu-GRPO: fraction of responses vetoed (NaN otherwise)", ("actor/mu_grpo/veto_frac",)),
+    "ratio_clip_frac": (
+        "float64",
+        "mu-GRPO: fraction of response tokens where clip(rho, 0, 5) is active (rho > 5, A > 0; NaN otherwise)",
+        ("actor/mu_grpo/clip_frac",),
+    ),
+    "temperature": ("float64", "sampler temperature used this step (mean over its prompts)", ("sampler/temperature",)),
+    "temperature_min": ("float64", "lowest per-prompt sampler temperature this step", ("sampler/temperature_min",)),
+    "temperature_max": ("float64", "highest per-prompt sampler temperature this step", ("sampler/temperature_max",)),
+}
+
+ABSENT = object()  # no source key of a column in a record (as opposed to a logged null/NaN)
+
+
+def pick(data: dict[str, Any], column: str | tuple[str, ...]) -> Any:
+    """The value of a column's first source key present in one verl record's ``data``, else ``ABSENT``.
+
+    ``column`` is a column name (its sources from ``COLUMNS``) or the source patterns themselves. A
+    present key whose value is null is returned as None: verl's file logger writes with orjson, which
+    turns NaN into null, so null means "logged, not a number", not "not logged".
+    """
+    patterns = COLUMNS[column][2] if isinstance(column, str) else column
+    for pat in patterns:
+        if "*" in pat:
+            hits = sorted(k for k in data if fnmatch.fnmatchcase(k, pat))
+            if hits:
+                return data[hits[0]]
+        elif pat in data:
+            return data[pat]
+    return ABSENT
+
+
+REQUIRED = ("step", "kl", "entropy", "reward", "grad_norm", "kl_to_init")
+
+
+# The learner-sampler KL estimators a figure may draw (its ``kl`` option) -> the column that holds each.
+KL_COLUMNS = {"k1": "kl", "k3": "k3_kl"}
+
+
+@dataclass
+class RunStatus:
+    """Whether a run's log is whole. Analysis refuses to present incomplete data silently."""
+
+    complete: bool
+    last_step: int
+    expected_steps: int
+    problems: list[str]

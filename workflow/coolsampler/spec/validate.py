@@ -1,0 +1,308 @@
+"""Study validation: the JSON schema, then the checks a schema cannot express.
+
+Every failure is a ``StudyError`` whose message is one line naming the field and what is allowed,
+raised before Snakemake builds a DAG, so a typo costs no GPU hours.
+
+Imports only the spec layer, jsonschema and yaml.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from functools import cache
+from importlib import resources
+from typing import Any
+
+import jsonschema
+import yaml
+
+from coolsampler.spec.settings import MODELS, TASKS, Model, Task
+from coolsampler.spec.targets import TARGETS, OptionError, panel_filters, target_options
+
+# The settings a run has (and a figure filter may name): Run's fields, in the order of Table 4.
+RUN_FIELDS = ("model", "task", "N", "lr", "correction", "Tb", "Tl", "seed", "steps", "val_every", "replicate")
+
+
+class StudyError(ValueError):
+    """A study config that must not start any job. The message is one line: field and what is allowed."""
+
+
+def _error(msg: str) -> Exception:
+    return StudyError(msg)
+
+
+@cache
+def study_schema() -> dict[str, Any]:
+    text = resources.files("coolsampler.spec").joinpath("schemas/study.schema.yaml").read_text()
+    return yaml.safe_load(text)
+
+
+def _path(err: jsonschema.ValidationError) -> str:
+    out = ""
+    for p in err.absolute_path:
+        out += f"[{p}]" if isinstance(p, int) else (f".{p}" if out else str(p))
+    return out or "(top level)"
+
+
+_TYPE_WORDS = {"object": "a mapping", "array": "a list", "string": "a string", "boolean": "true or false"}
+_TB_MAPPINGS = "{schedule: linear, start, end} or {controller: saturation|kl_cooling}"
+
+
+def _tb_text(instance: Any) -> str:
+    """What a sampler temperature may be; a bad *number* is told the number's bounds first."""
+    if isinstance(instance, (int, float)) and not isinstance(instance, bool):
+        return f"number > 0 and <= 2, or a mapping {_TB_MAPPINGS}"
+    return f"a number in (0, 2] or {_TB_MAPPINGS}"
+
+
+def _allowed(err: jsonschema.ValidationError) -> str:
+    """What the schema allows at the failing place, in words."""
+    s = err.schema if isinstance(err.schema, dict) else {}
+    if s == study_schema()["$defs"]["tb"]:
+        return "allowed: " + _tb_text(err.instance)
+    if err.validator == "minItems":
+        return "allowed: a non-empty list"
+    if err.validator == "pattern":
+        return f"allowed: text matching {s['pattern']}"
+    if "enum" in s:
+        return "allowed: " + ", ".join(map(str, s["enum"]))
+    desc = []
+    for branch in s.get("anyOf", []) + s.get("oneOf", []):
+        if "enum" in branch:
+            desc.append(" | ".join(map(str, branch["enum"])))
+        elif "const" in branch:
+            desc.append(str(branch["const"]))
+        elif "$ref" in branch and branch["$ref"].endswith("/tb"):
+            desc.append(_tb_text(err.instance))
+        elif branch.get("type") in ("number", "integer"):
+            lo = branch.get("exclusiveMinimum", branch.get("minimum"))
+            op = ">" if "exclusiveMinimum" in branch else ">="
+            hi = f" and <= {branch['maximum']}" if "maximum" in branch else ""
+            desc.append(f"{branch['type']} {op} {lo}{hi}" if lo is not None else branch["type"])
+        elif branch.get("type") == "array":
+            desc.append("a non-empty list of those" if branch.get("minItems") else "a list of those")
+        elif "type" in branch:
+            desc.append(_TYPE_WORDS.get(branch["type"], str(branch["type"])))
+    if desc:
+        return "allowed: " + "; or ".join(dict.fromkeys(desc))
+    if "type" in s:
+        bound = ""
+        if "exclusiveMinimum" in s:
+            bound = f" > {s['exclusiveMinimum']}"
+        elif "minimum" in s:
+            bound = f" >= {s['minimum']}"
+        if "maximum" in s:
+            bound += f" and <= {s['maximum']}"
+        return f"allowed: {_TYPE_WORDS.get(s['type'], s['type'])}{bound}"
+    return err.message
+
+
+def _non_finite(x: Any, path: str = "") -> str | None:
+    """Path of the first NaN or infinity in a loaded config (YAML's .nan/.inf), or None.
+
+    JSON Schema bounds cannot catch NaN: every comparison with it is false, so ``.nan`` would pass
+    ``exclusiveMinimum: 0`` and reach verl as a temperature or learning rate."""
+    if isinstance(x, float) and not math.isfinite(x):
+        return path or "(top level)"
+    items = x.items() if isinstance(x, dict) else enumerate(x) if isinstance(x, list) else ()
+    for k, v in items:
+        sub = f"{path}[{k}]" if isinstance(k, int) else (f"{path}.{k}" if path else str(k))
+        if (hit := _non_finite(v, sub)) is not None:
+            return hit
+    return None
+
+
+def _tb_branch(err: jsonschema.ValidationError) -> jsonschema.ValidationError | None:
+    """For a Tb mapping, the error of the one branch its ``schedule``/``controller`` key selects.
+
+    Without this a mapping with one bad key is reported against the *number* branch ("allowed: a
+    number"), which names the wrong fix."""
+    tb = study_schema()["$defs"]["tb"]
+    if err.schema != tb:  # Tb: anyOf [tb, list of tb]: look one level in, at the same field
+        err = next((e for e in err.context if e.schema == tb and not e.path), None) or err
+    if err.schema != tb or not isinstance(err.instance, dict):
+        return None
+    branch = 1 if "schedule" in err.instance else 2 if "controller" in err.instance else None
+    if branch is None:
+        return None
+    sub = jsonschema.Draft202012Validator(tb["oneOf"][branch]).iter_errors(err.instance)
+    first = min(sub, key=lambda e: len(list(e.path)), default=None)
+    if first is not None:
+        first.path.extendleft(reversed(list(err.absolute_path)))
+    return first
+
+
+def _message(origin: str, err: jsonschema.ValidationError) -> str:
+    """One line: the field's path, the bad value, what is allowed there."""
+    if err.validator == "additionalProperties" and isinstance(err.instance, dict):
+        known = sorted((err.schema.get("properties") or {}).keys())
+        extra = [k for k in err.instance if k not in known]
+        where = _path(err)
+        field = f"{where}.{extra[0]}" if where != "(top level)" else str(extra[0])
+        return f"{origin}: {field}: unknown key; allowed keys here: {', '.join(known)}"
+    if err.validator == "required" and isinstance(err.instance, dict):
+        need = [k for k in err.validator_value if k not in err.instance]
+        where = _path(err)
+        field = f"{where}.{need[0]}" if where != "(top level)" else str(need[0])
+        return f"{origin}: {field}: missing; required keys here: {', '.join(err.validator_value)}"
+    bad = err.instance if not isinstance(err.instance, (dict, list)) else type(err.instance).__name__
+    hint = ""
+    if isinstance(err.instance, str) and re.fullmatch(r"[+-]?\d+(\.\d*)?[eE][+-]?\d+", err.instance):
+        hint = f" (YAML reads {err.instance} as text: write it with a decimal point, e.g. 2.0e-6)"
+    return f"{origin}: {_path(err)}: {bad!r} is not valid; {_allowed(err)}{hint}"
+
+
+def check_study(raw: Any, origin: str) -> None:
+    if not isinstance(raw, dict):
+        raise _error(f"{origin}: a study must be a mapping with name and runs; allowed: a YAML mapping")
+    if (where := _non_finite(raw)) is not None:
+        raise _error(f"{origin}: {where}: not a finite number; allowed: finite numbers only (no .nan/.inf)")
+    validator = jsonschema.Draft202012Validator(study_schema())
+    errors = sorted(validator.iter_errors(raw), key=lambda e: (len(list(e.absolute_path)), str(e.absolute_path)))
+    if errors:
+        err = errors[0]
+        # Inside an anyOf/oneOf, descend only to an error *deeper* in the document (it names the
+        # real field, e.g. Tb[1]); branches failing at the same place are summarised by _allowed.
+        while err.context:
+            depth = len(list(err.absolute_path))
+            deeper = [e for e in err.context if len(list(e.absolute_path)) > depth]
+            if not deeper:
+                break
+            err = max(deeper, key=lambda e: len(list(e.absolute_path)))
+        err = _tb_branch(err) or err
+        raise _error(_message(origin, err))
+    timeout, stall = raw.get("timeout_min"), raw.get("stall_min")
+    if timeout is not None and stall is not None and stall >= timeout:
+        raise _error(
+            f"{origin}: stall_min: {stall} is not below timeout_min {timeout};"
+            " allowed: stall_min < timeout_min (a watchdog longer than the job's time limit never fires)"
+        )
+
+
+# What an unknown model or task name is told: where a study defines its own (one line, with an example).
+EXTEND_HINT = {
+    "model": "or define it in the study's models: block, e.g. models: {my-7b: {hf_id: org/My-7B, revision: <commit>,"
+    " params_b: 7.6}}",
+    "task": "or define it in the study's tasks: block, e.g. tasks: {mytask: {train: t.parquet, val: v.parquet,"
+    " reward: my_reward.py:score, max_prompt_length: 512, max_response_length: 512, steps: 300, val_every: 10}}",
+}
+
+
+def unknown_name(field: str, kind: str, value: Any, table: Any) -> str:
+    """The one-line error for an unknown model or task: what is allowed, and the extension point."""
+    return f"{field}: {value!r} is not valid; allowed: {', '.join(table)}; {EXTEND_HINT[kind]}"
+
+
+def check_names(
+    raw: dict[str, Any], origin: str, models: dict[str, Model] = MODELS, tasks: dict[str, Task] = TASKS
+) -> None:
+    """Model and task names where they are written (defaults or a run entry), not where expanded."""
+    entries = [("defaults", raw.get("defaults") or {})]
+    entries += [(f"runs[{i}]", e) for i, e in enumerate(raw["runs"])]
+    for where, entry in entries:
+        for key, table in (("model", models), ("task", tasks)):
+            if key not in entry:
+                continue
+            values = entry[key] if isinstance(entry[key], list) else [entry[key]]
+            for j, v in enumerate(values):
+                if v not in table:
+                    field = f"{where}.{key}" + (f"[{j}]" if isinstance(entry[key], list) else "")
+                    raise _error(f"{origin}: {unknown_name(field, key, v, table)}")
+
+
+def check_run_settings(
+    s: dict[str, Any], where: str, models: dict[str, Model] = MODELS, tasks: dict[str, Task] = TASKS
+) -> None:
+    """Checks across fields of one expanded run (``models``/``tasks``: the study's, built-ins included)."""
+    for key in ("model", "task", "N", "lr", "correction", "Tb", "seed"):
+        if key not in s:
+            raise _error(f"{where}: missing {key} (set it in the run or in defaults)")
+    if s["model"] not in models:
+        raise _error(unknown_name(f"{where}.model", "model", s["model"], models))
+    if s["task"] not in tasks:
+        raise _error(unknown_name(f"{where}.task", "task", s["task"], tasks))
+    builtin = models[s["model"]] is MODELS.get(s["model"]) and tasks[s["task"]] is TASKS.get(s["task"])
+    if builtin and (s["model"] == "toy-qwen2") != (s["task"] == "arith"):
+        raise _error(
+            f"{where}: model {s['model']!r} with task {s['task']!r} contradict each other;"
+            " allowed: toy-qwen2 with arith, the Qwen2.5-Math models with gsm8k or math"
+        )
+    steps = int(s.get("steps", tasks[s["task"]].steps))
+    if int(s.get("val_every", tasks[s["task"]].val_every)) > steps:
+        raise _error(f"{where}.val_every: {s.get('val_every')} exceeds steps {steps}; allowed: 1..steps")
+    tb = s["Tb"]
+    if isinstance(tb, dict) and s.get("Tl") == "tied":
+        kind = tb.get("schedule") or tb.get("controller")
+        raise _error(f"{where}.Tl: 'tied' with a {kind} Tb; allowed: a number")
+    if isinstance(tb, dict) and "schedule" in tb and tb["start"] == tb["end"]:
+        raise _error(f"{where}.Tb: a linear schedule with start == end; allowed: a fixed number instead")
+    for opt in ("kl_gate", "scope", "saturated"):
+        if isinstance(tb, dict) and opt in tb and tb.get("controller") != "saturation":
+            raise _error(f"{where}.Tb.{opt}: only the saturation controller has it; allowed: remove it")
+    if s.get("replicate") == "cut" and int(s.get("steps", tasks[s["task"]].steps)) >= tasks[s["task"]].steps:
+        raise _error(
+            f"{where}.steps: a 'cut' replicate must say at which step it ended;"
+            f" allowed: steps < {tasks[s['task']].steps}"
+        )
+
+
+def check_figures(study: Any, origin: str) -> None:
+    """Each target of the study's ``figures:`` block exists, takes its options and panels, and each
+    panel's filters name known settings and select at least one run (``study``: a ``Study``)."""
+    allowed = set(RUN_FIELDS) | {"Tb_kind", "Tb_initial"}
+    tb_validator = jsonschema.Draft202012Validator({"$defs": study_schema()["$defs"], "$ref": "#/$defs/tb"})
+    targets = set(TARGETS)
+    for target, entry in study.figures.items():
+        if target not in targets:
+            raise _error(f"{origin}: figures.{target}: unknown target; allowed: {', '.join(sorted(targets))}")
+        try:
+            target_options(target, entry)
+        except OptionError as err:
+            raise _error(f"{origin}: {err}") from None
+        panels = panel_filters(entry)
+        for panel, filters in panels.items():
+            where = f"{origin}: figures.{target}.{panel}"
+            if panel not in TARGETS[target].panels:
+                raise _error(f"{where}: unknown panel; allowed: {', '.join(TARGETS[target].panels)}")
+            for filt in filters if isinstance(filters, list) else [filters]:
+                for k, v in filt.items():
+                    if k not in allowed:
+                        raise _error(f"{where}: unknown setting {k!r}; allowed: {', '.join(sorted(allowed))}")
+                    for opt in v if isinstance(v, list) else [v]:
+                        if k == "Tb" and not tb_validator.is_valid(opt):
+                            raise _error(f"{where}.Tb: {opt!r} is not a temperature; allowed: a number or a Tb mapping")
+                        if k in ("lr", "N", "seed", "steps", "val_every") and (
+                            isinstance(opt, (str, bool)) or not isinstance(opt, (int, float))
+                        ):
+                            raise _error(
+                                f"{where}.{k}: {opt!r} is not a number; allowed: a number"
+                                " (write 2.0e-6, not 2e-6, in YAML)"
+                            )
+            if not study.select(filters):
+                raise _error(f"{where}: selects no run of the study; allowed: filters that match at least one run")
+
+
+# --------------------------------------------------------------------------------------------------
+# Extra verl overrides: their shape (which keys they may touch is the train layer's check)
+
+EXTRA_RE = re.compile(r"^(\+\+|\+|~)?[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z0-9_]+)*(=.*)?$")
+
+
+def bare_key(key: str) -> str:
+    """A Hydra override's key without its ``+``, ``++`` or ``~`` prefix."""
+    return key.lstrip("+~")
+
+
+def check_extra_syntax(items: Any) -> list[str]:
+    """Each extra override is Hydra-shaped and given once; returns their bare keys in order.
+    Raises ValueError with a one-line reason."""
+    seen: list[str] = []
+    for item in items:
+        if not EXTRA_RE.match(item) or ("=" not in item and not item.startswith("~")):
+            raise ValueError(f"{item!r} is not a Hydra override; allowed: key=value, +key=value, ~key")
+        key = bare_key(item.partition("=")[0])
+        if key in seen:
+            raise ValueError(f"{key} is given twice; allowed: once")
+        seen.append(key)
+    return seen

@@ -1,0 +1,340 @@
+"""Synthetic metrics tables with known answers, for tests and benchmarks of the analysis layer.
+
+The curves imitate the paper's qualitative picture (Figure 1) closely enough to exercise every code
+path: the learner-sampler KL grows exponentially with cycle age and resets at each refresh, hotter
+samplers grow it faster, and the validation accuracy rises smoothly to a plateau and, if asked,
+collapses at a chosen step and optionally recovers. The noise is small (0.004 on accuracy) so the
+degradation criteria fire exactly where ``collapse_at`` says and nowhere else.
+
+Imports the spec layer only (pandas, numpy); no verl, vLLM or torch.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from coolsampler.spec.metrics_schema import COLUMNS
+
+
+def make_metrics(
+    N: int,
+    steps: int = 300,
+    val_every: int = 10,
+    Tb: float = 1.0,
+    collapse_at: int | None = None,
+    seed: int = 0,
+    *,
+    recover_at: int | None = None,
+    collapse_to: float = 0.35,
+    plateau: float | None = None,
+    end_step: int | None = None,
+    correction: str = "tis",
+    Tb_end: float | None = None,
+    k1_noise: float = 0.0,
+) -> pd.DataFrame:
+    """A metrics table with every ``metrics_schema.COLUMNS`` column, steps ``1..steps``.
+
+    ``collapse_at``: first validation step whose accuracy drops to ``collapse_to`` (must be a multiple
+    of ``val_every`` to be seen there); ``recover_at``: step from which accuracy is back on the clean
+    curve (a transient dip if within 20 steps). ``end_step`` truncates the table, imitating a run that
+    was cut. ``Tb_end`` makes the logged sampler temperature a linear schedule from ``Tb``.
+    ``plateau`` defaults to 0.85 for cooled (Tb < 1) and 0.81 for uncooled samplers. ``k1_noise``
+    adds batch noise to the k1 KL (``kl``) only, which then goes <= 0 where the mismatch is small,
+    as verl's k1 does on a batch; k3 stays positive.
+    """
+    rng = np.random.default_rng(seed)
+    last = steps if end_step is None else min(steps, end_step)
+    t = np.arange(1, last + 1, dtype="int64")
+    age = (t - 1) % N
+    top = plateau if plateau is not None else (0.85 if Tb < 1.0 else 0.81)
+    clean = 0.30 + (top - 0.30) * (1.0 - np.exp(-t / 35.0))
+    collapsed = np.zeros(last, dtype=bool)
+    if collapse_at is not None:
+        collapsed = t >= collapse_at
+        if recover_at is not None:
+            collapsed &= t < recover_at
+    acc = np.where(collapsed, collapse_to, clean) + rng.normal(0.0, 0.004, last)
+    val = np.where(t % val_every == 0, np.clip(acc, 0.0, 1.0), np.nan)
+
+    rate = max(0.01, 0.045 - 0.1 * (1.0 - Tb))  # hotter sampler: faster KL growth within a cycle
+    kl = 0.002 * np.exp(rate * age) * np.exp(rng.normal(0.0, 0.05, last))
+    kl = np.where(collapsed, kl * 10.0 + 1.5, kl)
+    entropy = 0.30 * np.exp(-age / 80.0) + 0.05 + rng.normal(0.0, 0.005, last)
+    entropy = np.where(collapsed, 1.2, entropy)
+    clip = np.clip(0.15 * np.exp(-age / 30.0) + 0.02 + np.where(collapsed, 0.8, 0.0), 0.0, 1.0)
+    reward = np.clip(np.where(collapsed, 0.15, clean) + rng.normal(0.0, 0.01, last), 0.0, 1.0)
+    mu = correction == "mu_grpo"
+    # mu-GRPO's veto and ratio clip grow with the mismatch: a few percent late in a cycle (Sec 4)
+    veto = np.clip(0.05 * age / max(N - 1, 1) * (1.0 if Tb >= 1.0 else 0.5), 0.0, 1.0)
+    k1 = kl + rng.normal(0.0, k1_noise, last) if k1_noise else kl
+    data = {
+        "step": t,
+        "sampler_version": ((t - 1) // N) * N,
+        "staleness": age,
+        "refreshed": t % N == 0,
+        "val_acc": val,
+        "kl": k1,
+        "k3_kl": kl * (1.0 - 0.3 * np.minimum(kl, 1.0)),  # k3 ~ k1 for a small mismatch, never negative
+        "entropy": entropy,
+        "clip_frac": clip,
+        "response_length_max": np.full(last, 512.0),  # some response reaches the limit every step
+        "reward": reward,
+        "grad_norm": 0.3 + 0.1 * rng.random(last) + np.where(collapsed, 3.0, 0.0),
+        "is_cap_frac": np.clip(0.05 * kl, 0.0, 1.0),
+        "kl_to_init": 1.2e-4 * t * (0.4 if Tb < 1.0 else 1.0),
+        "veto_frac": veto if mu else np.full(last, np.nan),
+        "ratio_clip_frac": 0.2 * veto if mu else np.full(last, np.nan),
+        "temperature": np.full(last, float(Tb)) if Tb_end is None else np.linspace(Tb, Tb_end, steps)[:last],
+    }
+    data["temperature_min"] = data["temperature_max"] = data["temperature"]  # one T per step here
+    df = pd.DataFrame(data)
+    return df.astype({c: spec[0] for c, spec in COLUMNS.items()})[list(COLUMNS)]
+
+
+__all__ = ["make_metrics"]
+
+
+# --------------------------------------------------------------------------------------------------
+# A paper-shaped synthetic study: 55 runs, and the figures block that selects the paper's panels.
+
+GSM, MATH = "gsm8k", "math"
+M15, M7 = "qwen2.5-math-1.5b", "qwen2.5-math-7b"
+
+# (model, task, N, lr, correction, Tb, Tl, seeds, collapse_at, recover_at, replicate)
+_DEMO: list[tuple[Any, ...]] = [
+    (M15, GSM, 192, 2e-6, "tis", 1.0, 1.0, (1, 43, 44), 190, None, None),
+    (M15, GSM, 192, 2e-6, "tis", 0.8, 1.0, (1, 43, 44), None, None, None),
+    (M15, GSM, 192, 2e-6, "tis", 0.8, "tied", (1,), None, None, None),
+    (M15, GSM, 192, 2e-6, "tis", 0.9, 1.0, (1,), 190, 200, None),
+    (M15, GSM, 96, 2e-6, "tis", 1.0, 1.0, (1, 43, 44), None, None, None),
+    (M15, GSM, 96, 2e-6, "tis", 0.8, 1.0, (1, 43, 44), None, None, None),
+    (M15, GSM, 96, 2e-6, "tis", 0.8, "tied", (1,), None, None, None),
+    (M15, GSM, 192, 1.5e-6, "tis", 1.0, 1.0, (43, 44), None, None, None),
+    (M15, GSM, 192, 1e-6, "tis", 1.0, 1.0, (43, 44), None, None, None),
+    (M15, GSM, 192, 2e-6, "mu_grpo", 1.0, 1.0, (43, 44), None, None, None),
+    (M15, GSM, 192, 2e-6, "mu_grpo", 0.8, 1.0, (43, 44), None, None, None),
+    (M15, GSM, 192, 2e-6, "tis", 0.7, 1.0, (1, 43), 200, None, None),
+    (M15, GSM, 288, 2e-6, "tis", 1.0, 1.0, (1,), 190, None, None),
+    (M15, GSM, 288, 2e-6, "tis", 0.9, 1.0, (1,), 220, None, None),
+    (M15, GSM, 288, 2e-6, "tis", 0.8, 1.0, (1,), 250, None, None),
+    (M15, GSM, 288, 2e-6, "tis", 0.7, 1.0, (1,), 190, None, None),
+    (M15, GSM, 288, 2e-6, "tis", 0.6, 1.0, (1,), 300, None, None),
+    (M15, MATH, 288, 4e-6, "tis", 1.0, 1.0, (1, 43), 180, None, None),
+    (M15, MATH, 288, 4e-6, "tis", 0.8, 1.0, (1, 43), 240, None, None),
+    (M15, MATH, 288, 4e-6, "tis", 0.6, 1.0, (1,), 160, None, None),
+    (M15, MATH, 192, 2e-6, "tis", 1.0, 1.0, (1,), None, None, None),
+    (M15, MATH, 192, 2e-6, "tis", 0.8, 1.0, (1,), None, None, None),
+    (M15, GSM, 96, 2e-6, "none", 0.8, 1.0, (1, 43, 44), 150, None, None),
+    (M15, GSM, 96, 2e-6, "none", {"controller": "kl_cooling", "start": 0.8}, 1.0, (1,), 160, None, None),
+    (M15, MATH, 96, 2e-6, "none", 0.8, 1.0, (1,), 200, 240, None),
+    (M15, GSM, 96, 2e-6, "tis", {"controller": "saturation", "start": 0.8}, 1.0, (1,), None, None, None),
+    (
+        M15,
+        GSM,
+        96,
+        2e-6,
+        "tis",
+        {"controller": "saturation", "start": 0.8, "kl_gate": True},
+        1.0,
+        (1,),
+        None,
+        None,
+        None,
+    ),  # noqa: E501
+    (
+        M15,
+        GSM,
+        96,
+        2e-6,
+        "tis",
+        {"schedule": "linear", "start": 0.8, "end": 1.0},
+        1.0,
+        (1,),
+        None,
+        None,
+        None,
+    ),
+    (M15, GSM, 96, 4e-6, "tis", 0.8, 1.0, (1,), 200, 210, None),
+    (M15, GSM, 192, 2e-6, "tis", {"controller": "saturation", "start": 0.8}, 1.0, (1,), 300, None, None),
+    (M15, GSM, 64, 2e-6, "none", 1.0, 1.0, (1,), 120, None, None),
+    (M7, GSM, 144, 2e-6, "tis", 1.0, 1.0, (1, 43), 120, None, None),
+    (M7, GSM, 144, 2e-6, "tis", 0.8, 1.0, (1, 43), None, None, None),
+    (M7, GSM, 144, 2e-6, "tis", 0.8, 1.0, (1,), 280, None, "cut"),
+    (M7, GSM, 192, 2e-6, "tis", 1.0, 1.0, (1,), 120, None, None),
+    (M7, GSM, 192, 2e-6, "tis", 0.8, 1.0, (1,), 180, 200, None),
+]
+
+# target -> panel -> settings filter, in the form of a study config's ``figures:`` block
+DEMO_FIGURES: dict[str, dict[str, dict[str, Any]]] = {
+    "fig1": {
+        "a": {"model": M15, "task": GSM, "N": 192, "lr": 2e-6, "correction": "tis", "Tb": [1.0, 0.8, 0.9]},
+        "b": {
+            "model": M15,
+            "task": GSM,
+            "N": 192,
+            "lr": 2e-6,
+            "correction": "tis",
+            "Tb": [1.0, 0.8, 0.9],
+            "seed": 1,
+            "Tl": 1.0,
+        },  # fmt: skip
+    },
+    "fig2": {"a": {"correction": "tis", "lr": 2e-6, "Tb": [1.0, 0.8], "replicate": None}},
+    "fig3": {"a": {"model": M7, "N": 144, "replicate": None}, "b": {"model": M7, "N": 192}},
+    "fig4": {
+        "a": {
+            "model": M15,
+            "task": GSM,
+            "N": 192,
+            "seed": [43, 44],
+            "correction": ["tis", "mu_grpo"],
+            "Tb": [1.0, 0.8],
+        },  # fmt: skip
+    },
+    "fig5": {
+        "a": {"model": M15, "task": GSM, "N": 288},
+        "b": {"task": MATH, "lr": 4e-6, "N": 288},
+        "c": {"task": MATH, "lr": 2e-6, "N": 192},
+    },
+    "fig6": {
+        "a": {"model": M15, "task": GSM, "N": 96, "lr": 2e-6, "Tl": 1.0, "Tb_kind": ["fixed", "kl_cooling"]},
+        "b": {"task": MATH, "N": 96},
+    },
+    "fig7": {
+        "a": {"model": M15, "task": GSM, "N": 96, "correction": "tis", "Tl": 1.0, "seed": 1},
+        "b": {
+            "model": M15,
+            "task": GSM,
+            "N": 192,
+            "correction": "tis",
+            "Tl": 1.0,
+            "seed": 1,
+            "lr": 2e-6,
+            "Tb": [1.0, 0.8, {"controller": "saturation", "start": 0.8}],
+        },  # fmt: skip
+    },
+    "fig8": {"a": {"model": M7, "N": 144}},
+    "table1": {
+        "rows": {
+            "model": M15,
+            "task": GSM,
+            "N": [96, 192],
+            "seed": [43, 44],
+            "correction": "tis",
+            "Tb": [1.0, 0.8],
+            "Tl": 1.0,
+        }
+    },  # fmt: skip
+    "table2": {"rows": {}},  # every run: which of them degrade is read from the data
+    "table3": {
+        "rows": {
+            "model": [M7, M15],
+            "N": [144, 192],
+            "lr": 2e-6,
+            "correction": "tis",
+            "task": GSM,
+            "Tb": [1.0, 0.8],
+            "Tl": 1.0,
+            "seed": [1, 43, 44],
+        }
+    },  # fmt: skip
+    "table4": {"rows": {}},
+}
+
+
+def demo_runs(steps: int = 300) -> list[tuple[Any, pd.DataFrame, Any]]:
+    """55 paper-shaped runs as ``(Run, metrics, RunStatus)``; the 'cut' replicate ends at step 287."""
+    from coolsampler.spec.metrics_schema import RunStatus
+    from coolsampler.spec.settings import TASKS
+    from coolsampler.spec.study import Run, Temperature
+
+    out = []
+    for i, (model, task, N, lr, corr, tb, tl, seeds, collapse, recover, rep) in enumerate(_DEMO):
+        temp = Temperature.from_config(tb)
+        for seed in seeds:
+            t = TASKS[task]
+            run = Run(model, task, N, lr, corr, temp, tl, seed, steps, t.val_every, rep)
+            end = 287 if rep == "cut" else None
+            df = make_metrics(
+                N, steps, t.val_every, temp.initial, collapse, seed=1000 * i + seed, recover_at=recover,
+                end_step=end, correction=corr, Tb_end=temp.end,
+                plateau=(0.62 if task == MATH else 0.92 if model == M7 else None),
+            )  # fmt: skip
+            last = int(df["step"].max())
+            problems = [] if last == steps else [f"log ends at step {last}"]
+            out.append((run, df, RunStatus(last == steps, last, steps, problems)))
+    return out
+
+
+def demo_panels(
+    target: str,
+    runs: list[tuple[Any, pd.DataFrame, Any]],
+    figures: dict[str, dict[str, dict[str, Any]]] | None = None,
+) -> dict[str, list[tuple[dict[str, Any], pd.DataFrame | None, Any]]]:
+    """The panels of ``target`` selected from ``runs`` by the figures block (default ``DEMO_FIGURES``)."""
+    from coolsampler.spec.study import matches
+
+    spec = (figures or DEMO_FIGURES)[target]
+    return {p: [(r.settings(), m, st) for r, m, st in runs if matches(r, filt)] for p, filt in spec.items()}
+
+
+# --------------------------------------------------------------------------------------------------
+# A study's results directory from synthetic runs: figures, tables and the report without training.
+
+
+def write_study_results(study: Any, *, seed: int = 0, k1_noise: float = 0.0007) -> list[str]:
+    """Write ``runs/<key>/{metrics.parquet,status.json,run.yaml}`` under ``study.results`` for every
+    run of ``study``, shaped like the smoke study's results (README, "The smoke study"): without the
+    correction a long refresh interval collapses late in the second cycle (7/8 of the run), with
+    TIS it holds; k1 KL carries batch noise (values <= 0 early in a cycle) and the first run a
+    near-zero point. Every ``run.yaml`` says ``synthetic: true``. Returns the keys written.
+
+    For docs, report tests and looking at figures on a machine that has not trained; never a
+    substitute for a run (the figures' provenance names the study, and run.yaml says synthetic).
+    """
+    import json
+    from pathlib import Path
+
+    import yaml
+
+    keys = []
+    for i, run in enumerate(study.runs):
+        d = Path(study.results) / "runs" / run.key
+        d.mkdir(parents=True, exist_ok=True)
+        steps, val_every = int(run.steps), int(run.val_every)
+        collapse = None
+        if run.correction == "none" and run.N * 2 >= steps:
+            collapse = (steps * 7 // 8) // val_every * val_every
+        df = make_metrics(
+            run.N, steps, val_every, run.Tb.initial, collapse, seed=seed + 97 * i + run.seed,
+            correction=run.correction, Tb_end=run.Tb.end, plateau=0.62 if run.Tb.initial >= 1.0 else 0.56,
+            k1_noise=k1_noise,
+        )  # fmt: skip
+        if i == 0 and len(df) > 3:
+            df.loc[2, "kl"] = 3e-9  # one near-zero point, as real k1 logs have: must not stretch an axis
+        # step 0: the initial validation, as verl logs it before training
+        nullable = {"step": "Int64", "sampler_version": "Int64", "staleness": "Int64", "refreshed": "boolean"}
+        df = df.astype(nullable)  # as the parser writes them: step 0 has no sampler version
+        first = pd.DataFrame([{"step": 0, "val_acc": 0.49}]).reindex(columns=df.columns).astype(df.dtypes.to_dict())
+        df = pd.concat([first, df], ignore_index=True)
+        df.to_parquet(d / "metrics.parquet")
+        (d / "status.json").write_text(
+            json.dumps({"complete": True, "last_step": steps, "expected_steps": steps, "problems": []}, indent=1)
+        )
+        meta = {
+            "study": study.name,
+            "synthetic": True,
+            "settings": run.settings(),
+            "recipe": dict(study.recipe),
+            "platform": "cpu",
+            "image": None,
+        }
+        (d / "run.yaml").write_text(yaml.safe_dump(meta, sort_keys=False))
+        keys.append(run.key)
+    return keys
+
+
+__all__ += ["write_study_results"]

