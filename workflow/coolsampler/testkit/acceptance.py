@@ -90,7 +90,7 @@ TIME_LIMITS: dict[str, dict[str, float] | None] = {
     "cpu": None,
 }
 # Log-prob agreement. CPU: sampler and learner both fp32 (the platform's precision substitution),
-# recomputed in fp32: 1e-4 as in tests/test_verl_stack.py. GPU: vLLM and the FSDP learner compute in
+# recomputed in fp32: 1e-4 as in tests/stack/test_verl_stack.py. GPU: vLLM and the FSDP learner compute in
 # bf16 (8 mantissa bits: logits off by ~1e-2 relative), the reference in fp32: mean absolute error per
 # token at most 0.05 nats. On both, each recorded log-prob must be closer to its own temperature's
 # reference than to the other temperature's (mean error at most half): a tied or swapped temperature fails.

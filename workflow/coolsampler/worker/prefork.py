@@ -17,7 +17,7 @@ environment (plus what the preloaded imports put in it), minus the imports. Ray 
 imported after the fork (see PRELOAD). What a fork cannot copy from a fresh interpreter: the
 string-hash seed is the server's (verl sets PYTHONHASHSEED for workers under full determinism; the
 same deterministic run with and without this server logs the same samples and rewards, see
-tests/test_verl_stack.py). Forked workers share the imported pages until they write to them.
+tests/stack/test_verl_stack.py). Forked workers share the imported pages until they write to them.
 
 Measured (bench_stack.py, 2 cores, one smoke run): start-up 105 -> 56 s, CPU-seconds to the first
 step 129 -> 64, memory (sum of USS) 5.2 -> 2.7 GB; steps unchanged.

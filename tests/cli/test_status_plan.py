@@ -22,7 +22,7 @@ from coolsampler.spec.settings import step_seconds
 from coolsampler.spec.study import load_study
 from coolsampler.train.memory import checkpoint_disk_bytes
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 SMOKE, PAPER = REPO / "config" / "config.yaml", REPO / "config" / "paper.yaml"
 
 

@@ -14,7 +14,7 @@ import yaml
 from coolsampler.spec.study import Study, StudyError, load_study, parse_key, study_from_dict
 from coolsampler.spec.targets import TARGETS, panel_filters
 
-PAPER = Path(__file__).resolve().parents[1] / "config" / "paper.yaml"
+PAPER = Path(__file__).resolve().parents[2] / "config" / "paper.yaml"
 
 # Run counts, each derived from the paper's own sentences and captions (quoted), not from the study
 # file's header: the test fails if config/paper.yaml drifts from what the paper says.

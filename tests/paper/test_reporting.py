@@ -23,10 +23,10 @@ from coolsampler.results.metrics import length_clip_fraction, parse_jsonl
 from coolsampler.spec.study import StudyError, Temperature, load_study, study_from_dict
 from coolsampler.spec.targets import TARGETS, target_options
 from coolsampler.testkit.synthetic import _DEMO, demo_panels, demo_runs
-from tests.test_broken_logs import DROP, KEY, STEPS, VAL_EVERY, records, write
-from tests.test_figures import _capture_figure
+from tests.paper.test_figures import _capture_figure
+from tests.results.test_broken_logs import DROP, KEY, STEPS, VAL_EVERY, records, write
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 STUDY, COMMIT = "teststudy", "abc1234"
 
 

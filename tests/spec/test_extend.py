@@ -33,7 +33,7 @@ from coolsampler.train.paths import Layout, run_paths
 from coolsampler.train.prefetch import prefetch_model
 from coolsampler.worker.rewards import compute_score
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 FIXTURE = REPO / "tests" / "fixtures" / "extend"
 STUDY = FIXTURE / "study.yaml"
 RAW = yaml.safe_load(STUDY.read_text())

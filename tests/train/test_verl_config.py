@@ -29,7 +29,7 @@ from coolsampler.train.verl_config import VerlConfigError, check_run_config, com
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PAPER = ROOT / "config" / "paper.yaml"
 SMOKE = ROOT / "config" / "config.yaml"
 PAPER_KEYS = list(load_study(PAPER).by_key())

@@ -21,7 +21,7 @@ import yaml
 
 from coolsampler.spec.study import KEY_WILDCARD_RE, StudyError, parse_key, study_from_dict
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 SMOKE: dict[str, Any] = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
 
 Edit = Callable[[dict[str, Any]], None]

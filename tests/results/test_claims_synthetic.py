@@ -22,7 +22,7 @@ from coolsampler.results.metrics import write_metrics
 from coolsampler.spec.study import Run, Temperature, load_study
 from coolsampler.testkit import synthetic_claims as S
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 CLAIMS = C.load_claims(REPO / "config" / "claims.yaml")
 RUNS = load_study(REPO / "config" / "paper.yaml").runs
 PLAN = C.plan(CLAIMS, RUNS)  # claim id -> the keys of the runs it reads

@@ -16,7 +16,7 @@ import pytest
 
 from coolsampler.testkit import acceptance as acc
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def _snapshot(root: Path, repo: str, *, model_type: str = "qwen2", weights: bool = True, tok: bool = True) -> Path:
@@ -186,7 +186,7 @@ def test_timing_and_logprob_checks():
 @pytest.mark.timeout(900)
 def test_acceptance_on_the_cpu_stack(tmp_path):
     """The whole script on the CPU stack (toy model): N=4 staleness run with the tap, N=1 and N=8 timing
-    runs; --quick leaves out the unpatched-verl run (tests/test_verl_stack.py runs upstream verl)."""
+    runs; --quick leaves out the unpatched-verl run (tests/stack/test_verl_stack.py runs upstream verl)."""
     out = tmp_path / "acc"
     cmd = [
         sys.executable,

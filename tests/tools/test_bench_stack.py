@@ -9,7 +9,7 @@ from coolsampler.spec.study import parse_key
 from coolsampler.train.overrides import RunPaths, verl_overrides
 from coolsampler.train.platform import get_platform
 
-SCRIPT = Path(__file__).resolve().parents[1] / "workflow" / "tools" / "bench_stack.py"
+SCRIPT = Path(__file__).resolve().parents[2] / "workflow" / "tools" / "bench_stack.py"
 spec = importlib.util.spec_from_file_location("bench_stack", SCRIPT)
 bench = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(bench)

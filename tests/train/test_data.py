@@ -20,8 +20,8 @@ import pytest
 from coolsampler.spec.settings import TASKS
 from coolsampler.train import data
 
-ROOT = Path(__file__).resolve().parents[1]
-FIXTURES = Path(__file__).parent / "fixtures" / "hf"
+ROOT = Path(__file__).resolve().parents[2]
+FIXTURES = Path(__file__).parents[1] / "fixtures" / "hf"
 VENV_BIN = Path(sys.executable).parent
 
 

@@ -24,7 +24,7 @@ import pytest
 
 from coolsampler.spec.study import load_study
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 FAKE = ROOT / "tests" / "fake_slurm"
 SNAKEMAKE = Path(sys.executable).with_name("snakemake")
 DIGEST = "sha256:" + "ab" * 32

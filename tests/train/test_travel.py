@@ -29,7 +29,7 @@ from coolsampler.spec.study import load_study
 from coolsampler.train.paths import Layout
 from coolsampler.train.rerun import code_files, file_digests, training_key
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 GIT_ENV = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
 DAY = 86400
 

@@ -3,7 +3,7 @@
 Synthetic runs (coolsampler.testkit.synthetic) stand in for the paper's 53: every claim is computed on them,
 then (a) with the paper value set to what the runs show, every claim must say ``reproduced``, and
 (b) shifted outside its tolerance, every claim must say ``differs``. The converse, runs shaped to the
-paper's own values, is tests/test_claims_synthetic.py. Missing runs give ``not run``, a
+paper's own values, is tests/results/test_claims_synthetic.py. Missing runs give ``not run``, a
 run that stopped early ``incomplete``. The paper study's dry listing has runs for every claim.
 """
 
@@ -30,7 +30,7 @@ from coolsampler.spec.metrics_schema import RunStatus
 from coolsampler.spec.study import Run, load_study
 from coolsampler.testkit.synthetic import demo_runs, make_metrics
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 CLAIMS = REPO / "config" / "claims.yaml"
 PAPER = REPO / "config" / "paper.yaml"
 

@@ -8,7 +8,7 @@ import pytest
 
 from coolsampler.train import memory
 
-PROFILE = Path(__file__).resolve().parents[1] / "profiles" / "slurm" / "config.v8+.yaml"
+PROFILE = Path(__file__).resolve().parents[2] / "profiles" / "slurm" / "config.v8+.yaml"
 PAPER_MODELS = ("qwen2.5-math-1.5b", "qwen2.5-math-7b")
 
 

@@ -26,7 +26,7 @@ MODE_OVERRIDES = {
 OTHER_MODES = sorted(m for m in trainer_base.TRAINER_REGISTRY if m != "sync")
 
 
-PATCHES = sorted((Path(__file__).resolve().parents[1] / "patches" / "verl").glob("*.patch"))
+PATCHES = sorted((Path(__file__).resolve().parents[2] / "patches" / "verl").glob("*.patch"))
 
 
 def test_the_installed_verl_is_built_from_these_patches():

@@ -38,7 +38,7 @@ from coolsampler.train.container import (
 from coolsampler.train.job import TrainingFailed, check_installed_verl
 from coolsampler.train.launch import run_verl
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 DOCKERFILE = (ROOT / "containers" / "Dockerfile").read_text()
 DEF = (ROOT / "containers" / "coolsampler.def").read_text()
 PINS = {"VLLM_VERSION": "0.24.0", "TORCH_VERSION": "2.11.0", "TRANSFORMERS_VERSION": "5.9.0"}

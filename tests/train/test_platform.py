@@ -16,7 +16,7 @@ from coolsampler.train.container import ContainerSpec, training_prefix
 from coolsampler.train.overrides import RunPaths, verl_overrides
 from coolsampler.train.platform import CPU_SUBSTITUTIONS, MICRO_BATCH_KEYS, PLATFORMS, get_platform
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 PAPER = load_study(REPO / "config/paper.yaml")
 PATHS = RunPaths(model="m", train="t.parquet", val="v.parquet", out_dir="/runs/x")
 

@@ -24,7 +24,7 @@ from coolsampler.spec.study import Run, load_study
 from coolsampler.testkit.synthetic import make_metrics
 from coolsampler.train.overrides import overrides_for
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PAPER = ROOT / "config" / "paper.yaml"
 STUDY = load_study(PAPER)
 KEYS = sorted(STUDY.by_key())

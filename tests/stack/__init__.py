@@ -20,7 +20,7 @@ from coolsampler.train.launch import TrainingFailed, run_verl
 from coolsampler.train.overrides import RunPaths, verl_overrides
 from coolsampler.train.platform import get_platform
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 SMOKE_RECIPE = {
     "prompts_per_step": 8,
     "samples_per_prompt": 8,

@@ -22,9 +22,9 @@ from coolsampler.results.loaders import load_metrics, load_status
 from coolsampler.spec.study import StudyError, load_study, study_from_dict
 from coolsampler.spec.targets import TARGETS, PanelError, panel_filters
 from coolsampler.testkit.synthetic import DEMO_FIGURES, demo_panels, demo_runs, write_study_results
-from tests.test_figures import _capture_figure
+from tests.paper.test_figures import _capture_figure
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 STUDY, COMMIT = "smoke", "abc1234"
 
 

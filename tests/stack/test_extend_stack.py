@@ -22,7 +22,7 @@ from tests.stack import make_world, records
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
-STUDY = Path(__file__).resolve().parent / "fixtures" / "extend" / "study.yaml"
+STUDY = Path(__file__).resolve().parents[1] / "fixtures" / "extend" / "study.yaml"
 
 
 def test_a_study_defined_model_task_reward_and_tracker_train_on_the_cpu_stack(tmp_path: Path) -> None:

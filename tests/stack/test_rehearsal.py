@@ -20,7 +20,7 @@ from coolsampler.train.paths import Layout
 from coolsampler.train.rehearsal import REHEARSAL_STEPS, arm, choose_runs, rehearsal_study
 from tests.stack import copy_repo
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 PAPER = load_study(REPO / "config/paper.yaml")
 REHEARSAL = rehearsal_study(PAPER, "results/rehearsal")
 

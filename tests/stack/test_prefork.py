@@ -21,7 +21,7 @@ from coolsampler.train.launch import _session_members, verl_command
 from coolsampler.train.platform import PREFORK_ENV, get_platform
 from coolsampler.worker import prefork
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def test_cpu_platform_preforks_and_gpu_does_not():
