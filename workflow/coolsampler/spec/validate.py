@@ -19,6 +19,7 @@ import yaml
 
 from coolsampler.spec.settings import MODELS, TASKS, Model, Task
 from coolsampler.spec.targets import TARGETS, OptionError, panel_filters, target_options
+from coolsampler.spec.temperature import controller_spec
 
 # The settings a run has (and a figure filter may name): Run's fields, in the order of Table 4.
 RUN_FIELDS = ("model", "task", "N", "lr", "correction", "Tb", "Tl", "seed", "steps", "val_every", "replicate")
@@ -231,14 +232,13 @@ def check_run_settings(
     steps = int(s.get("steps", tasks[s["task"]].steps))
     if int(s.get("val_every", tasks[s["task"]].val_every)) > steps:
         raise _error(f"{where}.val_every: {s.get('val_every')} exceeds steps {steps}; allowed: 1..steps")
-    tb = s["Tb"]
-    if isinstance(tb, dict) and s.get("Tl") == "tied":
-        kind = tb.get("schedule") or tb.get("controller")
+    kind, params = controller_spec(s["Tb"])  # the temperature grammar's one parser
+    if kind != "fixed" and s.get("Tl") == "tied":
         raise _error(f"{where}.Tl: 'tied' with a {kind} Tb; allowed: a number")
-    if isinstance(tb, dict) and "schedule" in tb and tb["start"] == tb["end"]:
+    if kind == "linear" and params["start"] == params["end"]:
         raise _error(f"{where}.Tb: a linear schedule with start == end; allowed: a fixed number instead")
     for opt in ("kl_gate", "scope", "saturated"):
-        if isinstance(tb, dict) and opt in tb and tb.get("controller") != "saturation":
+        if opt in params and kind != "saturation":
             raise _error(f"{where}.Tb.{opt}: only the saturation controller has it; allowed: remove it")
     if s.get("replicate") == "cut" and int(s.get("steps", tasks[s["task"]].steps)) >= tasks[s["task"]].steps:
         raise _error(
