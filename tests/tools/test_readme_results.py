@@ -28,6 +28,7 @@ def _results(root: Path) -> Path:
         (run / "status.json").write_text(json.dumps({"complete": complete}))
         (run / "train.log").write_text(f"[coolsampler] x: finished 64 steps in {300 + i}s (start-up {90 + i}s)\n")
         (run / "train.benchmark.tsv").write_text(f"s\th:m:s\n{310 + 60 * i}\t0:05:10\n")
+        (run / "run.yaml").write_text("study: smoke\ntraining_key:\n  verl: v\n  key: 0123456789ab\nplatform: cpu\n")
     return res
 
 
@@ -45,6 +46,7 @@ def test_block_is_written_from_the_results_and_checked(tmp_path):
     text = readme.read_text()
     assert "old pasted numbers" not in text and text.startswith("intro\n") and text.endswith("after\n")
     assert "| TIS | 1.0 | 32 | 1/2 |" in text and "commit abc1234" in text
+    assert "runs trained under training key 0123456789ab)" in text
     assert "Runs complete: 2 of 3" in text and "start-up 90–92 s" in text and "6.2 min (median)" in text
     assert _run(*args, "--check").returncode == 0
 
