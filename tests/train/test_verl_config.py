@@ -123,16 +123,16 @@ def test_cli_one_line_per_run(two_run_study: Path, capsys):
 
 def test_cli_fails_on_a_rejected_run(two_run_study: Path, capsys, monkeypatch):
     """A run verl rejects: its line says FAIL with verl's message, the others ok, exit status 1."""
-    import coolsampler.cli
+    import coolsampler.train.overrides
 
-    real = coolsampler.cli.overrides_for
+    real = coolsampler.train.overrides.overrides_for
     good, bad = load_study(two_run_study).by_key()
 
     def overrides(key, study, platform=None):
         ov = real(key, study, platform)
         return _replace(ov, "actor_rollout_ref.actor.loss_agg_mode", "mean") if key == bad else ov
 
-    monkeypatch.setattr(coolsampler.cli, "overrides_for", overrides)
+    monkeypatch.setattr(coolsampler.train.overrides, "overrides_for", overrides)
     assert cli_main(["verl-check", "--study", str(two_run_study)]) == 1
     assert capsys.readouterr().out.splitlines() == [
         f"ok    {good}",
