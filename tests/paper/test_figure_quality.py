@@ -189,7 +189,8 @@ def test_tables_are_written_as_html_with_rounded_numbers(smoke: Any, tmp_path: P
 def test_snakemake_report_from_existing_runs(tmp_path: Path) -> None:
     """The HTML report of a small study drawn from run directories alone (no training: only the
     figure, table, run_curves and claims rules may run): categories, captions, tables as tables, per-run
-    curves with their status, and the claims the default target now builds. Slow (about a minute on 2 busy cores: every job starts Python)."""
+    curves with their status, and the claims the default target now builds. Slow (about a minute on 2
+    busy cores: every job starts Python)."""
     import subprocess
     import sys
 
