@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from coolsampler.train.paths import Layout, REHEARSAL_MODEL, run_paths
 from coolsampler.train.platform import Platform, get_platform
-from coolsampler.train.rehearsal import arm_label, rehearsal_study
+from coolsampler.train.rehearsal import code_path_label, rehearsal_study
 from coolsampler.spec.study import Study
 from coolsampler.spec.targets import TARGETS, PanelSpec, panel_filters
 
@@ -334,7 +334,7 @@ def rehearsal_inputs(wildcards):
 def rehearsal_arms(wildcards):
     x = ROOTS[REHEARSAL_ROOT]
     return [
-        {"key": r.key, "arm": arm_label(r), "dir": x.layout.run_dir(r.key)}
+        {"key": r.key, "arm": code_path_label(r), "dir": x.layout.run_dir(r.key)}
         for r in x.study.runs
     ]
 

@@ -207,9 +207,6 @@ def analyze(paths: Sequence[str], settings: Mapping[str, Any] | None = None) -> 
     return analyze_report(paths, settings).text
 
 
-__all__ = ["Report", "analyze", "analyze_report", "infer_N", "known_settings", "load_any"]
-
-
 def _analyze(args: argparse.Namespace) -> int:
     given = {"N": args.N, "Tb": args.Tb, "steps": args.steps, "val_every": args.val_every}
     report = analyze_report(args.paths, {k: v for k, v in given.items() if v is not None})
@@ -227,3 +224,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     a.add_argument("--steps", type=int, help="the run's length, to tell a whole log from a cut one (default: run.yaml)")
     a.add_argument("--val-every", type=int, help="validation interval (default: run.yaml)")
     a.set_defaults(func=_analyze)
+
+
+__all__ = ["Report", "analyze", "analyze_report", "infer_N", "known_settings", "load_any", "register"]

@@ -45,9 +45,15 @@ def arm(run: Run) -> tuple[Any, ...]:
     return (run.correction, run.Tb.kind, run.Tb.kl_gate, run.Tl == "tied", run.replicate, run.model, run.task)
 
 
-def arm_label(run: Run) -> str:
-    tb = run.Tb.kind + ("+gate" if run.Tb.kl_gate else "")
-    parts = [run.model, run.task, run.correction, f"Tb {tb}", "learner tied" if run.Tl == "tied" else "learner 1"]
+def code_path_label(run: Run) -> str:
+    """The code path an arm of the rehearsal exercises (``arm``), in words for rehearsal.md."""
+    parts = [
+        run.model,
+        run.task,
+        run.correction,
+        f"Tb {run.Tb.label_kind}",
+        "learner tied" if run.Tl == "tied" else "learner 1",
+    ]
     if run.replicate:
         parts.append(run.replicate)
     return ", ".join(parts)
@@ -95,7 +101,7 @@ def rehearsal_study(study: Study, results: str | Path) -> Study:
     )
 
 
-__all__ = ["REHEARSAL_RECIPE", "REHEARSAL_STEPS", "arm", "arm_label", "choose_runs", "rehearsal_study"]
+__all__ = ["REHEARSAL_RECIPE", "REHEARSAL_STEPS", "arm", "code_path_label", "choose_runs", "rehearsal_study"]
 
 
 def summarize(arms: list[dict[str, str]], targets: list[str], out: str | Path) -> list[str]:
