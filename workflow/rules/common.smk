@@ -241,9 +241,14 @@ from coolsampler.train.code import script_code
 
 
 def _code(script, roots=()):
+    # this checkout's package files, not those of whichever copy Python imported
     return [
         str(f)
-        for f in script_code(f"{workflow.basedir}/workflow/scripts/{script}", roots)
+        for f in script_code(
+            f"{workflow.basedir}/workflow/scripts/{script}",
+            roots,
+            package_dir=f"{workflow.basedir}/workflow/coolsampler",
+        )
     ]
 
 
