@@ -5,6 +5,7 @@ its own samples; `coolsampler overrides --env` prints the job's environment."""
 from __future__ import annotations
 
 import importlib
+import os
 from pathlib import Path
 
 import pytest
@@ -120,17 +121,28 @@ def test_data_dir_reaches_the_training_inputs_and_the_cli(tmp_path, capsys):
 
 def test_each_run_has_its_own_weight_push_socket(monkeypatch):
     """verl names the weight-push socket by the Ray job id, the same (01000000) in every fresh Ray
-    cluster: two runs on one host would swap weights. Both ends insert the attempt's token, which
-    run_verl draws afresh for each attempt."""
-    from coolsampler.worker.cpu_platform import run_socket
-    from coolsampler.worker.env import RUN_TOKEN_ENV
+    cluster: two runs on one host would swap weights. On every platform both ends move it into a
+    directory named by the attempt's token, which run_verl draws afresh for each attempt (the details:
+    tests/worker/test_weight_socket.py)."""
+    import shutil
 
+    from coolsampler.worker.env import RUN_TOKEN_ENV
+    from coolsampler.worker.weight_socket import run_socket, socket_dir
+
+    for platform in PLATFORMS:
+        assert "coolsampler.worker.weight_socket" in get_platform(platform).env()["VERL_USE_EXTERNAL_MODULES"]
     verl = "ipc:///tmp/rl-colocate-zmq-01000000-replica-0-rank-0.sock"
     monkeypatch.delenv(RUN_TOKEN_ENV, raising=False)
     assert run_socket(verl) == verl
-    monkeypatch.setenv(RUN_TOKEN_ENV, "a1b2c3")
-    mine = run_socket(verl)
-    assert mine == "ipc:///tmp/rl-colocate-zmq-a1b2c3-01000000-replica-0-rank-0.sock"
-    assert run_socket(mine) == mine  # applied once, whichever end asks first
-    monkeypatch.setenv(RUN_TOKEN_ENV, "d4e5f6")
-    assert run_socket(verl) != mine
+    tokens = [f"test{os.getpid()}a", f"test{os.getpid()}b"]
+    try:
+        handles = []
+        for token in tokens:
+            monkeypatch.setenv(RUN_TOKEN_ENV, token)
+            handles.append(run_socket(verl))
+            assert handles[-1] == f"ipc://{socket_dir(token)}/01000000-replica-0-rank-0.sock"
+            assert run_socket(handles[-1]) == handles[-1]  # applied once, whichever end asks first
+        assert handles[0] != handles[1]
+    finally:
+        for token in tokens:
+            shutil.rmtree(socket_dir(token), ignore_errors=True)

@@ -40,16 +40,19 @@ from pathlib import Path
 from typing import Any, Final
 
 from coolsampler.train.code import PACKAGE, PACKAGE_DIR, imported_modules, module_files
+from coolsampler.worker.env import RUN_TOKEN_ENV
 
 ENGINES = ("none", "docker", "apptainer")
 DEFAULT_DOCKER_IMAGE = "coolsampler:latest"
 DEFAULT_SIF = "results/build/coolsampler.sif"
 
 # Variables handed to the containerised verl by name (docker ``-e NAME``; apptainer inherits them).
-# The first two are set by run_verl itself; the rest are the user's, read at run time.
+# The first three are set by run_verl itself (RUN_TOKEN_ENV names the attempt's private weight-push
+# socket directory, coolsampler.worker.weight_socket); the rest are the user's, read at run time.
 PASS_ENV: tuple[str, ...] = (
     "VERL_FILE_LOGGER_PATH",
     "PYTHONUNBUFFERED",
+    RUN_TOKEN_ENV,
     "WANDB_API_KEY",
     "WANDB_MODE",
     "WANDB_ENTITY",

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -26,6 +27,7 @@ from coolsampler.spec.metrics_schema import pick
 from coolsampler.train.platform import PREFORK_ENV
 from coolsampler.worker import prefork
 from coolsampler.worker.env import RUN_TOKEN_ENV
+from coolsampler.worker.weight_socket import socket_dir
 
 
 class TrainingFailed(RuntimeError):
@@ -234,7 +236,7 @@ def run_verl(
         **(env or {}),
         "VERL_FILE_LOGGER_PATH": str(current),
         "PYTHONUNBUFFERED": "1",
-        RUN_TOKEN_ENV: uuid.uuid4().hex[:12],  # this attempt's own weight-push socket (cpu platform)
+        RUN_TOKEN_ENV: uuid.uuid4().hex[:12],  # this attempt's own weight-push socket (weight_socket)
     }
     # in a container the image's interpreter runs verl
     python = [*prefix, "python3"] if prefix else [sys.executable]
@@ -288,6 +290,7 @@ def run_verl(
                 time.sleep(poll_s)
         finally:
             _kill_group(proc)
+            _remove_socket_dir(full_env[RUN_TOKEN_ENV])
     if reason:
         with verl_log.open("rb") as f:
             data = f.read() if before_dumps is None else f.read(before_dumps)
@@ -377,6 +380,14 @@ def _dump_stacks(sid: int, logf) -> None:
             continue
         logf.write(f"--- py-spy dump of {pid} (stalled run) ---\n".encode() + out)
     logf.flush()
+
+
+def _remove_socket_dir(token: str) -> None:
+    """Remove this attempt's weight-push socket directory (``coolsampler.worker.weight_socket``),
+    best effort: it is empty after a clean run, and nothing but the attempt's own sockets is ever in it.
+    Only that directory: a symlink under its name is left alone (rmtree refuses to follow one), and
+    a container with its own /tmp (docker) leaves nothing here to remove."""
+    shutil.rmtree(socket_dir(token), ignore_errors=True)
 
 
 def _kill_group(proc: subprocess.Popen) -> None:

@@ -8,10 +8,10 @@ whatever runs on CPU runs the code path a GPU run takes. Model, lengths and batc
 facts: they come from the study (its ``recipe:``, its models) or from the rehearsal
 (``coolsampler.train.rehearsal``), which substitutes them explicitly.
 
-Every worker module a run's overrides rely on (``WORKER_MODULES``: the μ-GRPO loss registration)
-is named in ``VERL_USE_EXTERNAL_MODULES`` on *every* platform: verl imports it in its driver and in
-every Ray worker, also inside the Docker/Apptainer image (the container prefix forwards the
-environment). ``coolsampler overrides KEY --env`` prints it.
+Every worker module a run relies on (``WORKER_MODULES``: the μ-GRPO loss registration, the run's
+private weight-push socket) is named in ``VERL_USE_EXTERNAL_MODULES`` on *every* platform: verl
+imports it in its driver, in every Ray worker and in the vLLM worker, also inside the Docker/Apptainer
+image (the container prefix forwards the environment). ``coolsampler overrides KEY --env`` prints it.
 
 This module never imports verl, vLLM or torch.
 """
@@ -21,9 +21,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-# Modules verl must import in every process so that the overrides resolve: the μ-GRPO policy loss is
-# registered (verl ``register_policy_loss``) when coolsampler.worker.losses is imported.
-WORKER_MODULES: tuple[str, ...] = ("coolsampler.worker.losses",)
+# Modules verl must import in every process: the μ-GRPO policy loss is registered (verl
+# ``register_policy_loss``) when coolsampler.worker.losses is imported, so that the overrides resolve;
+# coolsampler.worker.weight_socket gives each run its own weight-push socket (verl names it by the Ray
+# job id, the same in every fresh Ray cluster: two runs on one node would exchange weights).
+WORKER_MODULES: tuple[str, ...] = ("coolsampler.worker.losses", "coolsampler.worker.weight_socket")
 
 # What every platform's verl process gets: the worker modules, and quiet, reproducible defaults.
 BASE_ENV: dict[str, str] = {

@@ -8,16 +8,15 @@ so it can be deleted when upstream fixes it. None of this is used on GPUs.
 
 One more work-around lives in the environment rather than here: verl registers its FSDP engine for
 devices cuda/npu only, and ``VERL_ENGINE_DEVICE=cuda`` (verl's own override) makes the CPU platform
-pick that engine, which runs on CPU with gloo.
+pick that engine, which runs on CPU with gloo. The weight-push socket's patch is not here either:
+every platform needs it (``coolsampler.worker.weight_socket``).
 
 Imports torch and verl (it runs in verl's processes), never the pipeline's other layers.
 """
 
 from __future__ import annotations
 
-import importlib.abc
 import importlib.metadata
-import importlib.util
 import os
 import sys
 import types
@@ -27,6 +26,9 @@ from typing import Any
 import torch
 from verl.plugin.platform.platform_base import PlatformBase
 from verl.plugin.platform.platform_manager import PlatformRegistry
+
+# The after-import hook lives with the weight-push socket's patch, which every platform loads.
+from coolsampler.worker.weight_socket import _AfterImport
 
 
 class _CpuDeviceModule(types.ModuleType):
@@ -173,28 +175,6 @@ def _patch_vllm_version() -> None:
     importlib.metadata.version = version
 
 
-class _AfterImport(importlib.abc.MetaPathFinder):
-    """Runs ``fn(module)`` right after ``name`` is first imported, without importing it early
-    (every verl process loads this module; most never touch the patched one)."""
-
-    def __init__(self, name: str, fn) -> None:
-        self.name, self.fn = name, fn
-
-    def find_spec(self, fullname, path, target=None):
-        if fullname != self.name:
-            return None
-        sys.meta_path.remove(self)
-        spec = importlib.util.find_spec(fullname)
-        exec_module = spec.loader.exec_module
-
-        def exec_and_patch(module):
-            exec_module(module)
-            self.fn(module)
-
-        spec.loader.exec_module = exec_and_patch
-        return spec
-
-
 def _fast_replay_poll(module) -> None:
     """verl's v1 replay buffer polls for finished rollouts every 2.0 s (not in its config): a 2 s
     floor on every step, larger than a whole step of a tiny model on CPU (0.7 s)."""
@@ -222,39 +202,6 @@ def _no_batch_invariant_kernels(module) -> None:
     cls.__init__ = __init__
 
 
-def run_socket(handle: str) -> str:
-    """verl 0.9.1's weight-push socket, made private to this run.
-
-    verl names it ``ipc:///tmp/rl-colocate-zmq-<Ray job id>-replica-<r>-rank-<k>.sock`` on both ends
-    (the actor's sender, ``vllm_rollout.ServerAdapter``; the sampler's receiver,
-    ``vLLMColocateWorkerExtension._get_zmq_handle``), believing the job id tells runs apart. It does
-    not: every fresh Ray cluster numbers its first job ``01000000``, so two runs on one host (the smoke
-    study's two at a time, two tests) share the path, the later sender unlinks and rebinds it, and one
-    run's sampler receives the other's weights (seen in CI: ``loaded_weight.shape[output_dim] ==
-    self.org_vocab_size`` failing in reload_weights, then both runs stalled at their first push).
-    Both ends insert the run's token (``coolsampler.worker.env.RUN_TOKEN_ENV``, unique per attempt);
-    without it the handle is verl's. Delete when verl names the socket by something unique per run."""
-    from coolsampler.worker.env import RUN_TOKEN_ENV
-
-    token = os.environ.get(RUN_TOKEN_ENV)
-    prefix = "ipc:///tmp/rl-colocate-zmq-"
-    if not token or not handle.startswith(prefix) or handle.startswith(f"{prefix}{token}-"):
-        return handle
-    return f"{prefix}{token}-{handle[len(prefix) :]}"
-
-
-def _private_weight_socket(module) -> None:
-    """The sender's end of ``run_socket``: the actor's ServerAdapter sets ``zmq_handle`` in __init__."""
-    cls = module.ServerAdapter
-    init = cls.__init__
-
-    def __init__(self, *args, **kwargs):
-        init(self, *args, **kwargs)
-        self.zmq_handle = run_socket(self.zmq_handle)
-
-    cls.__init__ = __init__
-
-
 def install() -> None:
     if os.environ.get("VERL_PLATFORM", "").lower() != "cpu":
         return
@@ -264,8 +211,6 @@ def install() -> None:
     sys.meta_path.insert(0, _AfterImport("verl.trainer.ppo.v1.replay_buffer", _fast_replay_poll))
     server = "verl.workers.rollout.vllm_rollout.vllm_async_server"
     sys.meta_path.insert(0, _AfterImport(server, _no_batch_invariant_kernels))
-    adapter = "verl.workers.rollout.vllm_rollout.vllm_rollout"
-    sys.meta_path.insert(0, _AfterImport(adapter, _private_weight_socket))
 
 
 install()

@@ -16,11 +16,8 @@ from verl.workers.rollout.vllm_rollout.utils import vLLMColocateWorkerExtension
 
 
 class CpuReloadWorkerExtension(vLLMColocateWorkerExtension):
-    def _get_zmq_handle(self) -> str:
-        """The receiver's end of coolsampler.worker.cpu_platform.run_socket (a socket per run)."""
-        from coolsampler.worker.cpu_platform import run_socket
-
-        return run_socket(super()._get_zmq_handle())
+    # _get_zmq_handle is the base class's, which coolsampler.worker.weight_socket patches (loaded in
+    # every verl process): this receiver connects to the run's private socket as the GPU one does.
 
     def update_weights_from_ipc(self, peft_config: dict | None = None, base_sync_done=False, use_shm: bool = False):
         from verl.workers.rollout.vllm_rollout.bucketed_weight_transfer import BucketedWeightReceiver
