@@ -217,7 +217,7 @@ def test_plan_of_the_paper_study_from_the_paper_step_times(tmp_path: Path, capsy
     assert s["disk"] == disk
     assert main(["plan", "--study", str(PAPER), "--profile", "slurm", "--results", str(tmp_path)]) == 0
     out = capsys.readouterr().out
-    assert "16 at a time (profiles/slurm jobs: 16" in out and "paper (App. D)" in out and "2.26 TiB" in out
+    assert "16 at a time (profiles/slurm jobs: 16" in out and "paper (App. D)" in out and "1.58 TiB" in out
 
 
 def test_plan_marks_done_runs_and_uses_their_measured_step_time(tmp_path: Path, capsys) -> None:
@@ -293,3 +293,11 @@ def test_status_of_a_partial_paper_study(tmp_path: Path, capsys) -> None:
     assert line.split()[1:] == ["running", "100/300", "0.600@100", "0.1", "2:08"]
     s = summary(make_plan(paper, profile="gpu", results=tmp_path))
     assert s["done"] == 1 and s["hours_todo"] < s["hours_all"]
+
+
+def test_plan_on_gpu_shows_each_runs_processes_and_host_memory(tmp_path: Path, capsys) -> None:
+    """Before submitting, a reader sees what one job's mem_mb has to hold, process kind by kind."""
+    assert main(["plan", "--study", str(PAPER), "--profile", "slurm", "--results", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "host memory of one run at its peak (memory.py): qwen2.5-math-1.5b" in out
+    assert "| AgentLoopWorker | " in out and "| CUDA host overhead (assumed) | " in out

@@ -52,3 +52,41 @@ def test_markdown_table_lists_every_item_and_the_limit():
             assert f"| {item.what} |" in table
     limit = f"{memory.slurm_train_mem_bytes(PROFILE) / memory.GIB:.1f}"
     assert f"| SLURM mem_mb limit (slurm profile) | {limit} | {limit} |" in table
+
+
+def test_host_budget_has_a_row_per_process_kind():
+    """Every kind a gpu run starts is a host row of count x measured PSS, so are Ray's daemons the
+    measured run had, and the CUDA contexts' host side is a named assumption of its own."""
+    from coolsampler.train import processes
+
+    table = processes.measured_pss()["kinds"]
+    for model in PAPER_MODELS:
+        rows = {i.what: i for i in memory.host_budget(model)}
+        counts = memory.process_counts(model)
+        for kind, n in counts.items():
+            mib = table[memory.STAND_INS.get(kind, kind) if kind not in table else kind]["pss_mib"]
+            assert rows[kind].bytes == int(n * mib * processes.MIB), kind
+        for kind in table:
+            assert kind in rows, kind
+        cuda = rows["CUDA host overhead (assumed)"]
+        assert cuda.bytes == processes.cuda_processes(counts) * memory.CUDA_HOST_OVERHEAD
+    assert memory.process_counts("qwen2.5-math-7b")[processes.AGENT] == 8
+    assert memory.process_counts("qwen2.5-math-7b")[processes.SERVER] == 2
+
+
+def test_a_checkpoint_keeps_one_snapshot():
+    """fp32 params + Adam m, v (12 bytes a parameter) and one bf16 snapshot, not one per rank."""
+    for model in PAPER_MODELS:
+        assert memory.checkpoint_disk_bytes(model) == memory.ARCH[model].params * (12 + 2)
+
+
+def test_a_validation_push_costs_a_refresh_push():
+    for model in PAPER_MODELS:
+        phases = memory.gpu_budget(model)
+        assert memory.total(phases["validation push"]) == memory.total(phases["refresh"])
+
+
+def test_the_process_table_lists_every_kind():
+    text = memory.process_table()
+    for kind in memory.process_counts("qwen2.5-math-7b"):
+        assert f"| {kind} |" in text

@@ -13,8 +13,9 @@
         a study's run keys, where each run stands, what the study costs
     coolsampler verl-check [--study FILE] [--platform gpu|cpu]
         every run of a study against verl's own config checks (imports verl; no GPU, model or data)
-    coolsampler memory
-        the paper runs' host and GPU memory budget, as a Markdown table
+    coolsampler memory [--measure SID|auto --out FILE]
+        the paper runs' host and GPU memory budget and their processes, as Markdown tables; --measure:
+        each process kind's PSS in a running verl session (the table the budget multiplies)
     coolsampler acceptance [--platform gpu|cpu] --out DIR
         the acceptance check of a machine: the 1.5B recipe for a few steps through the real stack
     coolsampler --version

@@ -196,6 +196,24 @@ def wall_hours(hours: list[float], parallel: int) -> float:
     return max(slots) if hours else 0.0
 
 
+def _host_memory(plan: Plan) -> list[str]:
+    """On the gpu platform, for the paper's models in the study: one run's host memory at its peak
+    (memory.py) and the processes it starts, each kind x its measured PSS, so a reader sees what a job's
+    ``mem_mb`` has to hold before submitting it."""
+    if plan.platform.name != "gpu":
+        return []
+    from coolsampler.train.memory import ARCH, host_budget, process_table, total
+
+    models = tuple(m for m in ARCH if any(g.model == m for g in plan.groups))
+    if not models:
+        return []
+    need = ", ".join(f"{m} {total(host_budget(m)) / GIB:.1f} GiB" for m in models)
+    return [
+        f"host memory of one run at its peak (memory.py): {need}; the processes it starts:",
+        process_table(models).rstrip("\n"),
+    ]
+
+
 def _gib(b: float | None) -> str:
     if b is None:
         return "-"
@@ -294,6 +312,7 @@ def text(plan: Plan, *, list_runs: bool = False) -> str:
         )
     else:
         out.append("disk: unknown (no finished run here, and memory.py models only the paper's models on gpu)")
+    out += _host_memory(plan)
     if s["unknown"]:
         out.append(
             f"no step time for {len(s['unknown'])} run(s) on platform {plan.platform.name}: neither a finished"

@@ -3,8 +3,10 @@ GPU memory per phase, from the models' parameter counts and the dtypes verl and 
 
 Why: the staleness gate keeps the stale sampler's weights on the host (a snapshot on every actor rank,
 and vLLM's own copy while it sleeps at level 1), and a checkpoint save stages the FSDP shards there
-too. This module says whether that fits the SLURM profile's ``mem_mb`` and an 80 GB GPU, naming every
-assumption; ``python -m coolsampler.train.memory`` prints the README's table. The run settings (GPUs,
+too; and a run starts some sixty processes (verl's defaults on the gpu platform), each counted
+from the run's overrides and costed at its measured PSS (``coolsampler.train.processes``). This module
+says whether that fits the SLURM profile's ``mem_mb`` and an 80 GB GPU, naming every assumption;
+``coolsampler memory`` prints the README's table and the processes. The run settings (GPUs,
 tensor-parallel size, gpu_memory_utilization, micro-batch size, lengths) come from
 ``coolsampler.train.overrides.verl_overrides`` for the gpu platform, never copied here.
 Light module: no torch, verl or vLLM import.
@@ -19,6 +21,7 @@ import yaml
 
 from coolsampler.spec.settings import TASKS
 from coolsampler.spec.study import parse_key
+from coolsampler.train import processes
 from coolsampler.train.overrides import RunPaths, verl_overrides
 
 GIB = 1024**3
@@ -71,8 +74,15 @@ ARCH: dict[str, Arch] = {
 # Assumptions that are not parameter counts, each used once below.
 GPU_BYTES = 80 * GIB  # an 80 GB A100/H100: 81920 MiB as nvidia-smi reports it, rounded down
 CUDA_CONTEXT = 1 * GIB  # per GPU: the actor worker's and the vLLM worker's CUDA/NCCL contexts together
-PROCESS_OVERHEAD = 6 * GIB  # host, per GPU: the actor worker and the vLLM worker (Python, torch, CUDA libs)
-DRIVER_OVERHEAD = 8 * GIB  # host, per node: Ray (GCS, raylet, object store in use), trainer, agent loop, rewards
+# Host memory of a process that opened a CUDA context (the FSDP actor workers, vLLM's TP workers),
+# beyond what the same process holds on the CPU stack: the CUDA driver's and runtime's host state and
+# the host pages of the CUDA libraries torch loads (cuBLAS, cuDNN, NCCL). Not measurable on the CPU
+# stack: an assumption until a GPU run is measured with ``coolsampler memory --measure``.
+CUDA_HOST_OVERHEAD = 2 * GIB
+# Kinds the CPU stack does not start as processes of their own: its "uni" executor runs the model
+# inside vLLM's engine-core process, so there are no TP workers; on gpu each TP worker (imports torch
+# and vLLM, runs its share of the model) is assumed to hold what the CPU stack's engine core holds.
+STAND_INS: dict[str, str] = {processes.TP_WORKER: processes.ENGINE_CORE}
 LOGIT_COPIES = 3  # fp32 logits of a micro-batch: the logits, log-softmax/entropy, and their gradient
 WEIGHT_BUCKET = 2048 * 1024**2  # rollout.checkpoint_engine.update_weights_bucket_megabytes (verl default)
 
@@ -113,8 +123,46 @@ def setting(model: str) -> Setting:
     return best
 
 
+def _gpu_overrides(model: str) -> list[str]:
+    task = next(t for t in TASKS if t != "arith")  # process counts do not depend on the task
+    run = parse_key(f"{model}/{task}/N4_lr2e-6_tis_Tb1_Tl1_s1")
+    return verl_overrides(run, RunPaths("m", "t", "v", "o"), platform="gpu")
+
+
+def process_counts(model: str) -> dict[str, int]:
+    """How many processes of each kind a gpu run of ``model`` starts on its node (Ray's daemons apart)."""
+    return processes.process_counts(_gpu_overrides(model))
+
+
+def process_rows(counts: dict[str, int], table: dict | None = None) -> list[Item]:
+    """One host row per process kind: count x the kind's measured PSS (a stand-in's where the CPU
+    stack has no such process, named in the row), Ray's daemons as many as the measured run had, and
+    the CUDA host overhead of the processes that open a CUDA context (an assumption)."""
+    kinds = (table or processes.measured_pss())["kinds"]
+    rows = []
+    for kind, n in counts.items():
+        source = STAND_INS.get(kind, kind) if kind not in kinds else kind
+        mib = kinds[source]["pss_mib"]
+        why = f"{n} x {mib:.0f} MiB measured PSS" + (
+            f" (as {source}: no such process on cpu)" if source != kind else ""
+        )
+        rows.append(Item(kind, int(n * mib * processes.MIB), why))
+    for kind, row in kinds.items():
+        if kind in counts:
+            continue
+        # Ray's daemons and any kind the overrides do not count: as many as the measured run had
+        n = int(row["count_seen"])
+        rows.append(Item(kind, int(n * row["pss_mib"] * processes.MIB), f"{n} as seen x {row['pss_mib']:.0f} MiB PSS"))
+    cuda = processes.cuda_processes(counts)
+    rows.append(
+        Item("CUDA host overhead (assumed)", cuda * CUDA_HOST_OVERHEAD, f"{cuda} CUDA processes x CUDA_HOST_OVERHEAD")
+    )
+    return rows
+
+
 def host_budget(model: str) -> list[Item]:
-    """Host memory of the whole node at its peak: a checkpoint save (vLLM asleep, weights offloaded)."""
+    """Host memory of the whole node at its peak: a checkpoint save (vLLM asleep, weights offloaded),
+    with every process the gpu platform starts (``process_rows``)."""
     a, s = ARCH[model], setting(model)
     p, w = a.params, s.gpus
     return [
@@ -133,17 +181,17 @@ def host_budget(model: str) -> list[Item]:
             p * (FP32 + 2 * FP32),
             "FSDP sharded state dicts offloaded to CPU before torch.save; all ranks together",
         ),
-        Item("worker processes", w * PROCESS_OVERHEAD, "assumed per GPU: actor + vLLM worker"),
-        Item("Ray, trainer, agent loop, rewards", DRIVER_OVERHEAD, "assumed per node"),
+        *process_rows(process_counts(model)),
     ]
 
 
 def checkpoint_disk_bytes(model: str) -> int:
     """Disk one run keeps (one checkpoint, ``max_actor_ckpt_to_keep=1``): the fp32 parameters and Adam
-    moments (12 bytes a parameter) plus the stale sampler's bf16 snapshot of every actor rank (patch
-    0004, so that a resume gets the sampler of its last refresh). ``coolsampler plan`` reads this."""
-    a, s = ARCH[model], setting(model)
-    return a.params * (FP32 + 2 * FP32) + s.gpus * a.params * BF16
+    moments (12 bytes a parameter) plus one bf16 copy of the stale sampler's snapshot (every rank holds
+    the same weights, so the checkpoint keeps one; a resume gets the sampler of its last refresh).
+    ``coolsampler plan`` reads this."""
+    a = ARCH[model]
+    return a.params * (FP32 + 2 * FP32) + a.params * BF16
 
 
 def gpu_budget(model: str) -> dict[str, list[Item]]:
@@ -157,6 +205,11 @@ def gpu_budget(model: str) -> dict[str, list[Item]]:
     ]
     tokens = s.micro_batch * s.seq_len
     unit = max(a.layer_params, a.embedding_params)  # the largest module FSDP gathers at once
+    push = [
+        Item("vLLM bf16 weights (woken, no KV cache yet)", p * BF16 // s.tp, "level-1 wake"),
+        Item("largest full tensor (fp32 gather + bf16 copy)", a.embedding_params * (FP32 + BF16), "one at a time"),
+        Item("weight-transfer bucket", WEIGHT_BUCKET, "update_weights_bucket_megabytes"),
+    ]
     return {
         "generate": state
         + [
@@ -175,12 +228,10 @@ def gpu_budget(model: str) -> dict[str, list[Item]]:
                 f"fp32 logits x{LOGIT_COPIES}", tokens * a.vocab * FP32 * LOGIT_COPIES, f"{tokens} tokens/micro-batch"
             ),
         ],
-        "refresh": state
-        + [
-            Item("vLLM bf16 weights (woken, no KV cache yet)", p * BF16 // s.tp, "level-1 wake"),
-            Item("largest full tensor (fp32 gather + bf16 copy)", a.embedding_params * (FP32 + BF16), "one at a time"),
-            Item("weight-transfer bucket", WEIGHT_BUCKET, "update_weights_bucket_megabytes"),
-        ],
+        "refresh": state + push,
+        # a validation at a step where the sampler is stale validates the learner's fresh weights: they
+        # are pushed into the sleeping replicas, at the cost of a refresh push
+        "validation push": state + push,
     }
 
 
@@ -215,9 +266,7 @@ def markdown_table(profile: Path, models: tuple[str, ...] = tuple(ARCH)) -> str:
         rows.append(f"| {item.what} | " + " | ".join(gib(hosts[m][i].bytes) for m in models) + " |")
     rows.append("| **host total** | " + " | ".join(f"**{gib(total(hosts[m]))}**" for m in models) + " |")
     rows.append(
-        "| host per actor rank (all but the per-node item, / GPUs) | "
-        + " | ".join(gib((total(hosts[m]) - DRIVER_OVERHEAD) // setting(m).gpus) for m in models)
-        + " |"
+        "| host per GPU (total / GPUs) | " + " | ".join(gib(total(hosts[m]) // setting(m).gpus) for m in models) + " |"
     )
     limit = slurm_train_mem_bytes(profile)
     rows.append(
@@ -245,9 +294,45 @@ def assumptions() -> str:
         for name, value in (
             ("GPU_BYTES", f"{GPU_BYTES / GIB:.0f} GiB"),
             ("CUDA_CONTEXT", f"{CUDA_CONTEXT / GIB:.0f} GiB per GPU"),
-            ("PROCESS_OVERHEAD", f"{PROCESS_OVERHEAD / GIB:.0f} GiB per GPU"),
-            ("DRIVER_OVERHEAD", f"{DRIVER_OVERHEAD / GIB:.0f} GiB per node"),
+            ("CUDA_HOST_OVERHEAD", f"{CUDA_HOST_OVERHEAD / GIB:.0f} GiB per process with a CUDA context"),
+            ("STAND_INS", ", ".join(f"{k} as {v}" for k, v in STAND_INS.items()) + " (measured PSS)"),
             ("LOGIT_COPIES", str(LOGIT_COPIES)),
             ("WEIGHT_BUCKET", f"{WEIGHT_BUCKET / 1024**2:.0f} MiB"),
         )
     )
+
+
+def process_table(models: tuple[str, ...] = tuple(ARCH)) -> str:
+    """Every process kind of a gpu run: its measured PSS (cpu stack), how many the measured run had, how
+    many a gpu run of each model starts, and the host memory they take there (Markdown)."""
+    doc = processes.measured_pss()
+    kinds = doc["kinds"]
+    counts = {m: process_counts(m) for m in models}
+    rows_by_model = {m: {i.what: i for i in process_rows(counts[m], doc)} for m in models}
+    names = list(rows_by_model[models[0]])
+    head = "| process kind | PSS MiB (cpu, measured) | seen (cpu run) | " + " | ".join(
+        f"{m}: count, GiB" for m in models
+    )
+    out = [head + " |", "|---" * (3 + len(models)) + "|"]
+    for name in names:
+        source = STAND_INS.get(name, name) if name not in kinds else name
+        pss = (
+            f"{kinds[source]['pss_mib']:.0f}" + ("" if source == name else f" (as {source})")
+            if source in kinds
+            else "-"
+        )
+        seen = str(kinds[name]["count_seen"]) if name in kinds else "0"
+        cells = []
+        for m in models:
+            item = rows_by_model[m][name]
+            n = counts[m].get(name)
+            if n is None:
+                n = kinds[name]["count_seen"] if name in kinds else processes.cuda_processes(counts[m])
+            cells.append(f"{n}, {item.bytes / GIB:.1f}")
+        out.append(f"| {name} | {pss} | {seen} | " + " | ".join(cells) + " |")
+    out.append(
+        "| **all processes** | | | "
+        + " | ".join(f"{total(list(rows_by_model[m].values())) / GIB:.1f}" for m in models)
+        + " |"
+    )
+    return "\n".join(out) + f"\n\nPSS measured {doc['when']} ({doc['machine']}): {doc['how']}\n"
