@@ -66,21 +66,22 @@ def run_stack(
     extra: list[str] | None = None,
     recipe: dict | None = None,
     env_extra: dict[str, str] | None = None,
+    platform: str = "cpu",
 ) -> Path:
     """Train one run key on the CPU stack; returns verl's JSONL path. Fails loudly on any hang.
 
     ``extra`` overrides replace the run's own override of the same key (Hydra refuses duplicates);
     ``recipe`` entries (e.g. a study's ``logger``) update the smoke recipe; ``env_extra`` updates the
-    platform's environment."""
+    platform's environment; ``platform`` is a CPU platform (``cpu``, or the two-rank ``cpu-2rank``)."""
     run = parse_key(key)
     paths = RunPaths(model=str(world.model), train=str(world.train), val=str(world.val), out_dir=str(out))
     replaced = {e.split("=", 1)[0].lstrip("+") for e in extra or []}
     overrides = [
         o
-        for o in verl_overrides(run, paths, platform="cpu", study_recipe={**SMOKE_RECIPE, **(recipe or {})})
+        for o in verl_overrides(run, paths, platform=platform, study_recipe={**SMOKE_RECIPE, **(recipe or {})})
         if o.split("=", 1)[0].lstrip("+") not in replaced
     ] + (extra or [])
-    env = {**get_platform("cpu").env(), **(env_extra or {})}
+    env = {**get_platform(platform).env(), **(env_extra or {})}
     if tap:
         (out / "tap").mkdir(parents=True, exist_ok=True)
         env["COOLSAMPLER_TAP_DIR"] = str(out / "tap")
@@ -105,6 +106,40 @@ def run_stack(
             if attempt == 2 or not str(e).startswith("stalled"):
                 raise
     raise AssertionError("unreachable")
+
+
+def _descendant_sessions(root: int) -> set[int]:
+    """Session ids of ``root`` and all its descendants (verl runs in a session of its own)."""
+    from coolsampler.train.launch import proc_table
+
+    table = proc_table()
+    children: dict[int, list[int]] = {}
+    for p in table:
+        children.setdefault(p.ppid, []).append(p.pid)
+    sessions = {p.pid: p.session for p in table}
+    out, todo = set(), [root]
+    while todo:
+        pid = todo.pop()
+        if pid in sessions:
+            out.add(sessions[pid])
+        todo.extend(children.get(pid, []))
+    return out
+
+
+def preempt(proc: subprocess.Popen) -> None:
+    """SIGKILL a Snakemake started with ``start_new_session`` and everything under it, as a
+    scheduler's preemption would (by session id of its own descendants, never by process name)."""
+    import signal
+
+    from coolsampler.train.launch import _session_members
+
+    for sid in _descendant_sessions(proc.pid):
+        for pid in _session_members(sid):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+    proc.wait(timeout=30)
 
 
 def copy_repo(dest: Path) -> Path:

@@ -8,9 +8,7 @@ float rounding, and is what the tolerance below bounds (measured: see the issue 
 
 from __future__ import annotations
 
-import os
 import random
-import signal
 import subprocess
 import sys
 import time
@@ -20,8 +18,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from coolsampler.train.launch import _session_members, proc_table
-from tests.stack import copy_repo, tiny_study
+from tests.stack import copy_repo, preempt, tiny_study
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1500)]
 
@@ -36,33 +33,6 @@ def study(name: str) -> dict:
         save_every=2,
         deterministic=True,
     )
-
-
-def _descendant_sessions(root: int) -> set[int]:
-    """Session ids of ``root`` and all its descendants (verl runs in a session of its own)."""
-    table = proc_table()
-    children: dict[int, list[int]] = {}
-    for p in table:
-        children.setdefault(p.ppid, []).append(p.pid)
-    sessions = {p.pid: p.session for p in table}
-    out, todo = set(), [root]
-    while todo:
-        pid = todo.pop()
-        if pid in sessions:
-            out.add(sessions[pid])
-        todo.extend(children.get(pid, []))
-    return out
-
-
-def _preempt(proc: subprocess.Popen) -> None:
-    """SIGKILL Snakemake and everything under it, as a scheduler's preemption would."""
-    for sid in _descendant_sessions(proc.pid):
-        for pid in _session_members(sid):
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-    proc.wait(timeout=30)
 
 
 def _snakemake(work: Path, name: str, *extra: str) -> list[str]:
@@ -102,7 +72,7 @@ def test_killed_run_resumes_with_the_stale_sampler(tmp_path):
         assert proc.poll() is None, "the run ended before it could be killed"
         assert time.time() < deadline
         time.sleep(1)
-    _preempt(proc)
+    preempt(proc)
     assert not (run_dir / "train.jsonl").exists()
 
     # 2. rerun: Snakemake resumes the job from verl's last checkpoint, with the stale sampler

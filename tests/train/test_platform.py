@@ -15,7 +15,13 @@ from coolsampler.spec.settings import CHECKPOINT_EVERY_S, step_seconds
 from coolsampler.spec.study import load_study
 from coolsampler.train.container import ContainerSpec, training_prefix
 from coolsampler.train.overrides import RunPaths, verl_overrides
-from coolsampler.train.platform import CPU_SUBSTITUTIONS, MICRO_BATCH_KEYS, PLATFORMS, get_platform
+from coolsampler.train.platform import (
+    CPU_SUBSTITUTIONS,
+    CPU_TWO_RANK,
+    MICRO_BATCH_KEYS,
+    PLATFORMS,
+    get_platform,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 PAPER = load_study(REPO / "config/paper.yaml")
@@ -36,8 +42,35 @@ def test_cpu_differs_from_gpu_only_by_the_named_substitutions(run):
     assert set(CPU_SUBSTITUTIONS) == {"device", "precision", "engine", "process counts"}
 
 
+def test_the_two_rank_shape_differs_from_cpu_only_by_its_named_entries_each_back_towards_gpu():
+    """cpu-2rank = cpu with CPU_TWO_RANK's entries (and a per-rank micro batch): every one of them is
+    the gpu platform's value or between cpu's and gpu's (2 ranks, 2 replicas, 2 workers, sleep on)."""
+    run = next(r for r in PAPER.runs if r.model == "qwen2.5-math-1.5b")
+    gpu = as_dict(verl_overrides(run, PATHS, platform="gpu"))
+    cpu = as_dict(verl_overrides(run, PATHS, platform="cpu"))
+    two = as_dict(verl_overrides(run, PATHS, platform="cpu-2rank"))
+    named = {k for group in CPU_TWO_RANK.values() for k in group} | set(MICRO_BATCH_KEYS)
+    differ = {k for k in cpu.keys() | two.keys() if cpu.get(k) != two.get(k)}
+    assert differ == named
+    assert two["trainer.n_gpus_per_node"] == "2" and two["actor_rollout_ref.rollout.tensor_model_parallel_size"] == "1"
+    # the gpu platform keeps verl's default (free_cache_engine: true); cpu turns it off, the shape on again
+    assert "actor_rollout_ref.rollout.free_cache_engine" not in gpu
+    assert two["actor_rollout_ref.rollout.free_cache_engine"].lower() == "true"
+    for k in ("actor_rollout_ref.rollout.agent.num_workers", "reward.num_workers"):
+        assert 1 < int(two[k]) <= int(gpu.get(k, 8))  # verl's default 8 where the gpu platform keeps it
+    prompts, samples = 4, 4
+    assert get_platform("cpu-2rank").micro_batch(prompts, samples) * 2 == get_platform("cpu").micro_batch(
+        prompts, samples
+    )
+    env = get_platform("cpu-2rank").env()
+    assert env["VERL_USE_EXTERNAL_MODULES"].endswith(",coolsampler.worker.cpu_sleep")
+    assert {k: v for k, v in env.items() if k != "VERL_USE_EXTERNAL_MODULES"} == {
+        k: v for k, v in get_platform("cpu").env().items() if k != "VERL_USE_EXTERNAL_MODULES"
+    }
+
+
 def test_unknown_platform_is_refused():
-    with pytest.raises(ValueError, match="platform 'tpu': allowed gpu, cpu"):
+    with pytest.raises(ValueError, match="platform 'tpu': allowed gpu, cpu, cpu-2rank"):
         get_platform("tpu")
 
 

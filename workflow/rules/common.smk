@@ -8,7 +8,12 @@ from dataclasses import dataclass
 
 from coolsampler.train.paths import Layout, REHEARSAL_MODEL, run_paths
 from coolsampler.train.platform import Platform, get_platform
-from coolsampler.train.rehearsal import code_path_label, rehearsal_study
+from coolsampler.train.rehearsal import (
+    TWO_RANK_DIR,
+    code_path_label,
+    rehearsal_study,
+    two_rank_study,
+)
 from coolsampler.spec.study import Study
 from coolsampler.spec.targets import TARGETS, PanelSpec, panel_filters
 
@@ -25,13 +30,20 @@ class Root:
 
 
 ROOTS = {R: Root(STUDY, get_platform(PLATFORM), LAYOUT)}
+REHEARSAL_ROOT = TWO_RANK_ROOT = None
 if PLATFORM != "cpu":
-    # The study's rehearsal (coolsampler.train.rehearsal): every arm, a few steps, on the cpu platform.
+    # The study's rehearsal (coolsampler.train.rehearsal): every arm, a few steps, on the cpu platform;
+    # and its two-rank shape: the fewest arms, on the cpu-2rank platform.
     _RL = LAYOUT.rehearsal_layout()
+    REHEARSAL_ROOT = _RL.results
     ROOTS[_RL.results] = Root(
         rehearsal_study(STUDY, _RL.results), get_platform("cpu"), _RL
     )
-REHEARSAL_ROOT = next((r for r, x in ROOTS.items() if x.layout.rehearsal), None)
+    _TL = LAYOUT.rehearsal_layout(TWO_RANK_DIR)
+    TWO_RANK_ROOT = _TL.results
+    ROOTS[_TL.results] = Root(
+        two_rank_study(STUDY, _TL.results), get_platform("cpu-2rank"), _TL
+    )
 ROOT_RE = "|".join(re.escape(r) for r in ROOTS)
 
 
@@ -328,18 +340,25 @@ def rehearsal_inputs(wildcards):
         raise WorkflowError(
             f"study {STUDY.name} runs on the {PLATFORM} platform: it is its own rehearsal (no `rehearsal` target)"
         )
-    x = ROOTS[REHEARSAL_ROOT]
+    x, two = ROOTS[REHEARSAL_ROOT], ROOTS[TWO_RANK_ROOT]
     return {
-        "status": [x.layout.run_file(r.key, "status.json") for r in x.study.runs],
+        "status": [
+            y.layout.run_file(r.key, "status.json") for y in (x, two) for r in y.study.runs
+        ],
         "targets": study_targets(REHEARSAL_ROOT),
         "claims": f"{REHEARSAL_ROOT}/claims.md",
     }
 
 
 def rehearsal_arms(wildcards):
-    x = ROOTS[REHEARSAL_ROOT]
     return [
-        {"key": r.key, "arm": code_path_label(r), "dir": x.layout.run_dir(r.key)}
+        {
+            "key": r.key,
+            "arm": code_path_label(r),
+            "dir": x.layout.run_dir(r.key),
+            "shape": x.platform.name,
+        }
+        for x in (ROOTS[REHEARSAL_ROOT], ROOTS[TWO_RANK_ROOT])
         for r in x.study.runs
     ]
 

@@ -49,8 +49,10 @@ class Layout:
             models_dir=str(config["models_dir"]) if config.get("models_dir") else None,
         )
 
-    def rehearsal_layout(self) -> Layout:
-        return Layout(f"{self.results}/{REHEARSAL_DIR}", self.shared, self.data_dir, True, self.models_dir)
+    def rehearsal_layout(self, shape: str | None = None) -> Layout:
+        """The rehearsal's results below R (a shape of it, e.g. the two-rank one, below those)."""
+        below = f"{REHEARSAL_DIR}/{shape}" if shape else REHEARSAL_DIR
+        return Layout(f"{self.results}/{below}", self.shared, self.data_dir, True, self.models_dir)
 
     @property
     def models(self) -> str:

