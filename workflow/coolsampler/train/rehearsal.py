@@ -15,7 +15,15 @@ Everything else (refresh interval, learning rate, correction, sampler/learner te
 schedules, controllers, seeds, replicates, checkpoints) is the paper run's own. The arms are the
 fewest runs of the study that together cover every distinct arm (correction, kind of Tb, tied
 learner, replicate, model, task) *and* every panel of every figure and table, so that the rehearsal
-draws every one of them from real logs. No verl, vLLM or torch here.
+draws every one of them from real logs.
+
+These run in a one-process shape (one learner rank, one sampler). The rehearsal's *two-rank shape*
+(``two_rank_study``) runs the fewest arms that reach every rank-, replica- and sleep-dependent path of
+a paper run, on the ``cpu-2rank`` platform (``coolsampler.train.platform.CPU_TWO_RANK``): the
+staleness gate refreshing inside the run, the sampler temperature's controller, μ-GRPO, checkpoints
+and their resume. One more substitution there: the refresh interval N is scaled down to
+``TWO_RANK_N`` so that refreshes, a stale validation and a checkpoint inside a cycle fit in
+``TWO_RANK_STEPS`` steps. No verl, vLLM or torch here.
 """
 
 from __future__ import annotations
@@ -86,6 +94,51 @@ def rehearsal_run(run: Run) -> Run:
     return replace(run, steps=REHEARSAL_STEPS - 1 if short else REHEARSAL_STEPS, val_every=REHEARSAL_VAL_EVERY)
 
 
+# The two-rank shape: N -> 2, six steps, validation and checkpoints every 3. Step 3 is then a stale
+# validation (a fresh push, and the stale sampler pushed back) and a checkpoint inside a cycle (3 mod 2
+# = 1: resuming it needs the stale sampler's snapshot); steps 2, 4 and 6 refresh.
+TWO_RANK_N = 2
+TWO_RANK_STEPS = 6
+TWO_RANK_VAL_EVERY = 3
+TWO_RANK_RECIPE: dict[str, Any] = {**REHEARSAL_RECIPE, "save_every": 3}
+TWO_RANK_DIR = "two-rank"  # below the rehearsal's results
+
+
+def two_rank_arms(study: Study) -> list[Run]:
+    """The fewest runs of the study that reach every path the two-rank shape exists for: the first
+    μ-GRPO run, and the first run whose sampler temperature is a controller (the KL-gated saturation
+    controller if the study has one). Both have N > 1 (the gate) and checkpoint; the controller's run
+    is the one the rehearsal kills and resumes (it restores the stale sampler *and* the controller)."""
+
+    def first(pred) -> Run | None:
+        return next((r for r in study.runs if r.N > 1 and pred(r)), None)
+
+    controller = first(lambda r: r.Tb.kind == "saturation" and r.Tb.kl_gate) or first(
+        lambda r: r.Tb.kind in ("saturation", "kl_cooling")
+    )
+    mu = first(lambda r: r.correction == "mu_grpo")
+    return [r for r in (controller, mu) if r is not None]
+
+
+def two_rank_run(run: Run) -> Run:
+    return replace(run, N=TWO_RANK_N, steps=TWO_RANK_STEPS, val_every=TWO_RANK_VAL_EVERY)
+
+
+def two_rank_study(study: Study, results: str | Path) -> Study:
+    """The rehearsal's two-rank shape: ``two_rank_arms``, N scaled to ``TWO_RANK_N``; no figures (the
+    one-process rehearsal draws them all)."""
+    return Study(
+        name=f"{study.name}-rehearsal-2rank",
+        results=Path(results),
+        runs=[two_rank_run(r) for r in two_rank_arms(study)],
+        figures={},
+        recipe=dict(TWO_RANK_RECIPE),
+        raw={**study.raw, "name": f"{study.name}-rehearsal-2rank", "profile": "cpu-2rank"},
+        models=study.models,
+        tasks=study.tasks,
+    )
+
+
 def rehearsal_study(study: Study, results: str | Path) -> Study:
     """The study's rehearsal: its chosen runs, shortened, with the same figures and tables."""
     runs = [rehearsal_run(r) for r in choose_runs(study)]
@@ -101,7 +154,18 @@ def rehearsal_study(study: Study, results: str | Path) -> Study:
     )
 
 
-__all__ = ["REHEARSAL_RECIPE", "REHEARSAL_STEPS", "arm", "code_path_label", "choose_runs", "rehearsal_study"]
+__all__ = [
+    "REHEARSAL_RECIPE",
+    "REHEARSAL_STEPS",
+    "TWO_RANK_N",
+    "TWO_RANK_STEPS",
+    "arm",
+    "choose_runs",
+    "code_path_label",
+    "rehearsal_study",
+    "two_rank_arms",
+    "two_rank_study",
+]
 
 
 def summarize(arms: list[dict[str, str]], targets: list[str], out: str | Path) -> list[str]:
@@ -118,10 +182,11 @@ def summarize(arms: list[dict[str, str]], targets: list[str], out: str | Path) -
         "",
         "Every distinct arm of the study, trained for a few steps through the real patched verl and vLLM on",
         "the cpu platform, with the rehearsal's substitutions (coolsampler.train.rehearsal); every figure and table",
-        "below was drawn from these logs.",
+        "below was drawn from these logs. The shape `cpu-2rank` runs the fewest arms again with two learner",
+        "ranks, two sampler replicas, sleep/wake on and N scaled to refresh inside the run.",
         "",
-        "| arm | run key | steps | whole | wall s |",
-        "|---|---|---|---|---|",
+        "| arm | shape | run key | steps | whole | wall s |",
+        "|---|---|---|---|---|---|",
     ]
     problems = []
     for a in arms:
@@ -131,7 +196,8 @@ def summarize(arms: list[dict[str, str]], targets: list[str], out: str | Path) -
         wall = float(pd.read_csv(bench, sep="\t")["s"].iloc[0]) if bench.exists() else float("nan")
         whole = bool(status.get("complete"))
         steps = f"{status.get('last_step')}/{status.get('expected_steps')}"
-        lines.append(f"| {a['arm']} | `{a['key']}` | {steps} | {'yes' if whole else 'NO'} | {wall:.0f} |")
+        shape = a.get("shape", "cpu")
+        lines.append(f"| {a['arm']} | {shape} | `{a['key']}` | {steps} | {'yes' if whole else 'NO'} | {wall:.0f} |")
         if not whole:
             problems.append(f"arm '{a['arm']}' ({a['key']}): {'; '.join(status.get('problems', []))}")
     lines += ["", "Drawn: " + ", ".join(f"`{Path(t).name}`" for t in targets if not t.endswith((".tex", ".png")))]
