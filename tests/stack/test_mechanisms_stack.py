@@ -55,8 +55,8 @@ def _replay(key: str, rec: dict[int, dict]) -> list[float]:
     "key",
     [
         "toy-qwen2/arith/N4_lr1e-4_tis_Tblin0.8-1_Tl1_s1_st12_v12",
-        "toy-qwen2/arith/N4_lr3e-4_tis_Tbsat0.8-global-alleq_Tl1_s1_st12_v12",
-        "toy-qwen2/arith/N4_lr3e-4_tis_Tbsat0.8kl-global-alleq_Tl1_s1_st12_v12",
+        "toy-qwen2/arith/N4_lr3e-4_tis_Tbsat0.8-alleq_Tl1_s1_st12_v12",
+        "toy-qwen2/arith/N4_lr3e-4_tis_Tbsat0.8kl-alleq_Tl1_s1_st12_v12",
         "toy-qwen2/arith/N6_lr1e-3_none_Tbklc0.8_Tl1_s1_st12_v12",
     ],
 )
@@ -117,7 +117,7 @@ def test_per_prompt_temperatures(tmp_path_factory, world):
 
 # the per-prompt controller with the all-equal option: the toy model, sampling at 0.8, leaves few groups
 # all correct within 8 steps (a run with the default rule logged none), but all-wrong ones every step
-PER_PROMPT_KEY = "toy-qwen2/arith/N4_lr3e-4_tis_Tbsat0.8-alleq_Tl1_s1_st8"
+PER_PROMPT_KEY = "toy-qwen2/arith/N4_lr3e-4_tis_Tbsat0.8-prompt-alleq_Tl1_s1_st8"
 
 
 def _easy_and_mixed_prompts(train: pd.DataFrame) -> pd.DataFrame:

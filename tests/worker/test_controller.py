@@ -9,6 +9,7 @@ import math
 import pytest
 
 from coolsampler.spec.study import Temperature, parse_key
+from coolsampler.spec.temperature import parse_token
 from coolsampler.worker.controller import (
     SATURATION_RULES,
     SCOPES,
@@ -197,14 +198,16 @@ def test_make_controller_from_specs() -> None:
     assert make_controller({"schedule": "linear", "start": 0.8, "end": 1.0, "total_steps": 3}).temperature(2) == (
         pytest.approx(0.9)
     )
-    sat = make_controller({"controller": "saturation", "start": 0.8, "kl_gate": True})  # the default
-    assert isinstance(sat, PerPromptSaturationController) and sat.kl_gate and sat.saturated == "all_correct"
+    sat = make_controller({"controller": "saturation", "start": 0.8, "kl_gate": True})  # the default: run-wide
+    assert isinstance(sat, SaturationController) and sat.kl_gate and sat.saturated == "all_correct"
     assert sat.temperatures(1, ["a", "b"]) == [0.8, 0.8]
     glob = make_controller({"controller": "saturation", "start": 0.8, "scope": "global", "saturated": "all_equal"})
     assert isinstance(glob, SaturationController) and glob.saturated == "all_equal" and glob.temperature(1) == 0.8
+    per = make_controller({"controller": "saturation", "start": 0.8, "scope": "per_prompt"})
+    assert isinstance(per, PerPromptSaturationController) and per.temperatures(1, ["a", "b"]) == [0.8, 0.8]
     klc = make_controller({"controller": "kl_cooling", "start": 0.8, "factor": 0.95})
     assert isinstance(klc, KLCoolingController) and klc.factor == 0.95
-    for c in (lin, sat, glob, klc):
+    for c in (lin, sat, glob, per, klc):
         assert isinstance(c, TemperatureController)
 
 
@@ -219,7 +222,7 @@ def test_make_controller_from_specs() -> None:
         {"controller": "pid", "start": 0.8},
         {"controller": "saturation", "start": 0.8, "kl_gat": True},  # typo must not fall back to default
         {"controller": "saturation", "current": 1.0},  # state is not a parameter
-        {"controller": "saturation", "temps": {}},  # state is not a parameter
+        {"controller": "saturation", "scope": "per_prompt", "temps": {}},  # state is not a parameter
         {"controller": "saturation", "scope": "batch"},
         {"controller": "saturation", "saturated": "all_wrong"},
         {"controller": "kl_cooling", "saturated": "all_equal"},  # no saturation rule there
@@ -237,7 +240,7 @@ def test_make_controller_rejects_bad_specs(bad: object) -> None:
         Temperature("linear", 0.8, 1.0),
         Temperature("saturation", 0.8, None, False),
         Temperature("saturation", 0.8, None, True),
-        Temperature("saturation", 0.8, None, True, "global"),
+        Temperature("saturation", 0.8, None, True, "per_prompt"),
         Temperature("saturation", 0.8, None, False, "per_prompt", "all_equal"),
         Temperature("saturation", 0.8, None, False, "global", "all_equal"),
         Temperature("kl_cooling", 0.8),
@@ -260,11 +263,11 @@ def test_study_and_controller_share_the_option_names() -> None:
 @pytest.mark.parametrize(
     ("token", "scope", "saturated", "kl_gate"),
     [
-        ("Tbsat0.8", "per_prompt", "all_correct", False),  # the paper's runs keep their keys
-        ("Tbsat0.8kl", "per_prompt", "all_correct", True),
-        ("Tbsat0.8-global", "global", "all_correct", False),
-        ("Tbsat0.8-alleq", "per_prompt", "all_equal", False),
-        ("Tbsat0.8kl-global-alleq", "global", "all_equal", True),
+        ("Tbsat0.8", "global", "all_correct", False),  # the paper's runs: one run-wide temperature
+        ("Tbsat0.8kl", "global", "all_correct", True),
+        ("Tbsat0.8-prompt", "per_prompt", "all_correct", False),
+        ("Tbsat0.8-alleq", "global", "all_equal", False),
+        ("Tbsat0.8kl-prompt-alleq", "per_prompt", "all_equal", True),
     ],
 )
 def test_controller_choice_is_in_the_run_key(token: str, scope: str, saturated: str, kl_gate: bool) -> None:
@@ -272,13 +275,56 @@ def test_controller_choice_is_in_the_run_key(token: str, scope: str, saturated: 
     run = parse_key(key)
     assert (run.Tb.scope, run.Tb.saturated, run.Tb.kl_gate) == (scope, saturated, kl_gate)
     assert run.key == key
+    assert run.Tb.token() == token and parse_token(token) == run.Tb
     assert Temperature.from_config(run.Tb.to_config()) == run.Tb
+    expected = SaturationController if scope == "global" else PerPromptSaturationController
+    assert type(make_controller(run.Tb.to_config())) is expected
 
 
-@pytest.mark.parametrize("token", ["Tbsat0.8-alleq-global", "Tbsat0.8-global-kl", "Tb0.8-global", "Tbklc0.8-alleq"])
+def test_the_default_saturation_controller_is_run_wide() -> None:
+    """``Tbsat0.8`` and a YAML controller without a scope mean one run-wide temperature: a paper run
+    samples no prompt twice, so only state shared across prompts can heat the sampler."""
+    yaml_form = Temperature.from_config({"controller": "saturation"})
+    for tb in (parse_token("Tbsat0.8"), parse_token("Tbsat0.8kl"), yaml_form):
+        assert tb.scope == "global"
+        assert "scope" not in tb.to_config()  # the default is left out of the settings
+    assert Temperature.from_config({"controller": "saturation", "scope": "global"}).token() == "Tbsat0.8"
+    assert Temperature.from_config({"controller": "saturation", "scope": "per_prompt"}).token() == "Tbsat0.8-prompt"
+
+
+def test_the_run_wide_default_heats_across_prompts_never_seen_twice() -> None:
+    """The paper-scale case: every step brings new prompts. The default controller heats on their
+    saturation; the per-prompt option stays at its start, as its documented caveat says."""
+    default = make_controller({"controller": "saturation", "start": 0.8})
+    per = make_controller({"controller": "saturation", "start": 0.8, "scope": "per_prompt"})
+    for t in range(1, 61):
+        ids = [f"p{t}-{j}" for j in range(16) for _ in range(8)]  # 16 fresh prompts, 8 samples each
+        for c in (default, per):
+            c.observe(t, ids, [1.0] * len(ids), 0.0)
+    assert default.temperatures(61, ["new"]) == pytest.approx([1.1])  # 0.8 + 60 * 0.005
+    assert per.temperatures(61, ["new"]) == [0.8]
+
+
+@pytest.mark.parametrize(
+    "token", ["Tbsat0.8-alleq-prompt", "Tbsat0.8-prompt-kl", "Tb0.8-prompt", "Tbklc0.8-alleq", "Tbsat0.8-per_prompt"]
+)
 def test_bad_controller_tokens_are_refused(token: str) -> None:
     with pytest.raises(ValueError):
         parse_key(f"qwen2.5-math-1.5b/gsm8k/N96_lr2e-6_tis_{token}_Tl1_s1")
+
+
+@pytest.mark.parametrize(
+    ("token", "canonical"),
+    [("Tbsat0.8-global", "Tbsat0.8"), ("Tbsat0.8kl-global-alleq", "Tbsat0.8kl-alleq")],
+)
+def test_the_retired_global_suffix_is_refused_with_the_key_to_write(token: str, canonical: str) -> None:
+    """One spelling per key: ``-global`` named the run-wide controller before it became the default;
+    read as an alias it would give one run two directories, so it is refused, naming the token to write."""
+    key = f"qwen2.5-math-1.5b/gsm8k/N96_lr2e-6_tis_{token}_Tl1_s1"
+    with pytest.raises(ValueError, match="retired") as e:
+        parse_key(key)
+    assert key in str(e.value) and repr(canonical) in str(e.value)
+    assert parse_token(canonical).scope == "global"
 
 
 # -------------------------------------------------------------------------------------- per prompt
@@ -360,7 +406,8 @@ def test_global_controller_uses_its_saturation_rule() -> None:
 
 
 def test_per_prompt_resume_continues_exactly() -> None:
-    spec = {"controller": "saturation", "start": 0.8, "step_up": 0.05, "kl_gate": True, "step_down": 0.01}
+    spec = {"controller": "saturation", "scope": "per_prompt", "start": 0.8, "step_up": 0.05, "kl_gate": True}
+    spec["step_down"] = 0.01
     steps = [
         ({str((t * 3 + j) % 7): [float((t + j) % 3 != 0)] * 2 + [1.0] for j in range(3)}, 0.02 * (t % 9))
         for t in range(1, 30)
@@ -494,7 +541,8 @@ def test_trainer_tags_each_prompt_with_its_own_temperature_and_feeds_the_control
     tb, _ = _patched_verl()
     submitted: list = []
     monkeypatch.setattr(tb.tq, "kv_batch_put", lambda **kwargs: None)
-    ctrl = make_controller({"controller": "saturation", "start": 0.8, "step_up": 0.1, "kl_gate": True})
+    spec = {"controller": "saturation", "scope": "per_prompt", "start": 0.8, "step_up": 0.1, "kl_gate": True}
+    ctrl = make_controller(spec)
     ctrl.temps["11"] = 1.0  # prompt 11 was heated on an earlier visit
     trainer = SimpleNamespace(
         _sampler_ctrl=ctrl,

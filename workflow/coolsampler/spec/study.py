@@ -178,13 +178,17 @@ def parse_key(key: str, study: Study | None = None) -> Run:
             f"run key {key!r}: extra verl overrides ({m['extra']}) are known only to the study that lists the run"
         )
     t = tasks[task]
+    try:
+        tb = parse_token(m["tb"])
+    except ValueError as e:  # e.g. a retired suffix: the message names the token to write instead
+        raise ValueError(f"run key {key!r}: {e}") from None
     run = Run(
         model=model,
         task=task,
         N=int(m["N"]),
         lr=float(m["lr"]),
         correction=m["corr"],
-        Tb=parse_token(m["tb"]),
+        Tb=tb,
         Tl="tied" if m["tl"] == "tied" else float(m["tl"]),
         seed=int(m["seed"]),
         steps=int(m["steps"]) if m["steps"] else t.steps,

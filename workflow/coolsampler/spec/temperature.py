@@ -86,13 +86,19 @@ class Temperature:
     ``kind`` is ``fixed`` (``value``), ``linear`` (``value`` -> ``end`` over the run),
     ``saturation`` (starts at ``value``; reheats as groups saturate; ``kl_gate`` blocks reheating
     while the learner-sampler KL is high) or ``kl_cooling`` (starts at ``value``; cools further
-    whenever the KL grows). The saturation controller's ``scope`` is ``per_prompt`` (default: each
-    prompt its own temperature, the paper's controller) or ``global`` (one per step), and
-    ``saturated`` says when a group counts as saturated: ``all_correct`` (default) or ``all_equal``.
-    The rules are in ``coolsampler.worker.controller``.
+    whenever the KL grows). The saturation controller's ``scope`` is ``global`` (default: one
+    run-wide temperature, moved by the fraction of the step's groups that saturate: the reading under
+    which the paper's N=192 controller can reach 1.05 in its second cycle) or ``per_prompt`` (each
+    prompt identity its own temperature; CAVEAT: a prompt's temperature moves only when that prompt
+    is sampled again, and a 300-step paper run of 16 prompts a step visits no GSM8K or MATH prompt
+    twice, so there it stays at its start), and ``saturated`` says when a group counts as saturated:
+    ``all_correct`` (default) or ``all_equal``. The rules are in ``coolsampler.worker.controller``.
 
-    Key tokens: ``Tb0.8``, ``Tblin0.8-1``, ``Tbklc0.8``, ``Tbsat0.8[kl][-global][-alleq]``: the
+    Key tokens: ``Tb0.8``, ``Tblin0.8-1``, ``Tbklc0.8``, ``Tbsat0.8[kl][-prompt][-alleq]``: the
     default saturation controller keeps the short token, each non-default choice adds its suffix.
+    Each Temperature has exactly one token (keys are directory names): the retired ``-global``
+    suffix, which named the run-wide controller when it was not the default, is refused with the
+    token to write instead.
     """
 
     kind: str = "fixed"
@@ -200,22 +206,37 @@ class Temperature:
 DEFAULT_START = 0.8  # a controller without a start begins where the paper's controllers do
 
 # the key suffixes of the saturation controller's non-default choices (the defaults have none)
-_SCOPE_TOKENS = {"global": "global"}
+_SCOPE_TOKENS = {"per_prompt": "prompt"}
 _SATURATED_TOKENS = {"all_equal": "alleq"}
-SAT_SUFFIX_RE = rf"(?:kl)?(?:-{'|-'.join(_SCOPE_TOKENS.values())})?(?:-{'|-'.join(_SATURATED_TOKENS.values())})?"
+# A suffix that once named a scope which is now the default. Key tokens are matched with it (so a
+# key holding one reaches parse_token and gets a hint rather than a bare "does not parse"), and
+# parse_token refuses it: accepting it would give one Temperature two spellings.
+_RETIRED_SCOPE_TOKENS = ("global",)
+_SCOPE_ALTS = "|".join((*_SCOPE_TOKENS.values(), *_RETIRED_SCOPE_TOKENS))
+SAT_SUFFIX_RE = rf"(?:kl)?(?:-(?:{_SCOPE_ALTS}))?(?:-{'|-'.join(_SATURATED_TOKENS.values())})?"
 TOKEN_RE = rf"Tb[a-z]*{NUM_RE}(?:-{NUM_RE})?{SAT_SUFFIX_RE}"
 _TB_RE = re.compile(
     rf"^Tb(?:(?P<fixed>{NUM_RE})|lin(?P<lin0>{NUM_RE})-(?P<lin1>{NUM_RE})"
-    rf"|sat(?P<sat>{NUM_RE})(?P<kl>kl)?(?:-(?P<scope>{'|'.join(_SCOPE_TOKENS.values())}))?"
+    rf"|sat(?P<sat>{NUM_RE})(?P<kl>kl)?(?:-(?P<scope>{_SCOPE_ALTS}))?"
     rf"(?:-(?P<saturated>{'|'.join(_SATURATED_TOKENS.values())}))?|klc(?P<klc>{NUM_RE}))$"
 )
 
 
 def parse_token(tok: str) -> Temperature:
-    """A key token (``Tb0.8``, ``Tbsat0.8kl``, ...) back into its Temperature; ValueError if it does not parse."""
+    """A key token (``Tb0.8``, ``Tbsat0.8kl``, ...) back into its Temperature; ValueError if it does not parse.
+
+    ``token(parse_token(t)) == t`` for every token it accepts: a retired spelling is refused with
+    the canonical one, never read as an alias."""
     m = _TB_RE.match(tok)
     if not m:
         raise ValueError(f"bad sampler-temperature token {tok!r}")
+    if m["scope"] in _RETIRED_SCOPE_TOKENS:
+        canonical = tok.replace(f"-{m['scope']}", "", 1)
+        raise ValueError(
+            f"sampler-temperature token {tok!r}: the suffix '-{m['scope']}' is retired, the run-wide"
+            f" saturation controller is the default and has no suffix; write {canonical!r}"
+            f" (the per-prompt controller is '-{_SCOPE_TOKENS['per_prompt']}')"
+        )
     if m["fixed"]:
         return Temperature("fixed", float(m["fixed"]))
     if m["lin0"]:

@@ -250,7 +250,7 @@ def key_held_overrides() -> frozenset[str]:
         replace(base, correction="mu_grpo"),
         replace(base, Tb=Temperature("fixed", 0.8)),
         replace(base, Tb=Temperature("linear", 0.8, 1.0)),
-        replace(base, Tb=Temperature("saturation", 0.8, None, True, "global", "all_equal")),
+        replace(base, Tb=Temperature("saturation", 0.8, None, True, "per_prompt", "all_equal")),
         replace(base, Tb=Temperature("kl_cooling", 0.8)),
         replace(base, Tl="tied"),
         replace(base, Tl=0.9),

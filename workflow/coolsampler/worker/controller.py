@@ -18,7 +18,14 @@ The paper's Appendix A (the exact controller rule) is missing from our copy. Wha
 * Table 4: "Tb* = initial value of a controller/schedule"; all controllers start at 0.8.
 
 * Appendix C: "The controller of Appendix A needs different prompts in one batch to be sampled at
-  different temperatures." So the paper's controller is PER PROMPT: each prompt has its own Tb.
+  different temperatures." So its temperature can differ between prompts; the rule that makes it
+  differ is in the missing Appendix A.
+* Section 2: 16 prompts a step, 300 steps; GSM8K has 7473 training prompts, MATH levels 3-5 5586.
+  A paper run therefore samples 4800 prompts and no prompt twice, so any temperature keyed on a
+  prompt's identity stays at its start for the whole run. The N=192 controller nevertheless
+  "heated to 1.05 in the second cycle": its state carried across prompts. That is why the default
+  is the run-wide controller below; the per-prompt one is kept as a named option (``-prompt`` in a
+  run key), for datasets small enough that prompts come back.
 
 From that, the rules implemented here (parameters are constructor arguments; the paper gives none of
 the constants below, so each is a setting whose default is OUR CHOICE, stated where it is defined):
@@ -27,13 +34,33 @@ the constants below, so each is a setting whose default is OUR CHOICE, stated wh
     T(t) = start + (end - start) * (t - 1) / (total_steps - 1) for verl's 1-based step t, clamped to
     [start, end]: the first training batch is sampled at ``start``, the last at ``end``.
 
-``saturation`` (default ``scope: per_prompt``: PerPromptSaturationController)
+``saturation`` (default ``scope: global``: SaturationController)
     A *group* is the n samples of one prompt. It is *saturated* when all its rewards are correct
-    (``saturated: all_correct``, the default: "reheating once groups saturate" reads as the prompt
-    having become easy, and heating it restores diversity) or, as an option, when all its rewards
+    (``saturated: all_correct``, the default: "reheating once groups saturate" reads as the prompts
+    having become easy, and heating restores diversity) or, as an option, when all its rewards
     are equal (``saturated: all_equal``: all correct or all wrong, i.e. zero GRPO advantage; this
-    also heats prompts the model cannot solve at all). "Correct" is a reward >= ``correct_score``
-    (1.0: our rewards are 0/1). Every prompt carries its own temperature, keyed by a stable prompt
+    also counts prompts the model cannot solve at all). "Correct" is a reward >= ``correct_score``
+    (1.0: our rewards are 0/1).
+
+    One temperature for the whole batch. After each step the controller sees s = the fraction of
+    saturated groups (smoothed: s_ema = ema * s_ema + (1 - ema) * s, first value taken as is) and
+    acts once per step:
+
+    * s_ema >= saturation_threshold                 -> reheat:   T <- min(T + step_up, t_max)
+    * s_ema <  saturation_threshold - hysteresis    -> cool back: T <- max(T - step_down, start)
+    * otherwise                                     -> hold.
+
+    It never goes below its start (it is a *re*-heater), and with ``step_down=0`` (default) it only
+    ratchets up, which is how a controller ends a run at 1.05 from 0.8. With ``kl_gate=True`` a
+    reheat is skipped (T held) whenever the learner-sampler KL of the step exceeds ``kl_threshold``
+    (or is unknown): the gate's purpose is to not add mismatch when the stale sampler has already
+    drifted from the learner. Cooling back is never gated. Its defaults (step_up 0.005, t_max 1.2,
+    threshold 0.5, hysteresis 0.1, ema 0.5, kl_threshold 0.1 nat: the KL level of Figure 2b) are OUR
+    CHOICE, picked so that a run that saturates steadily creeps up by a few hundredths per cycle and
+    can reach the 1.05 region within a 300-step run, as the paper's N=192 controller run did.
+
+``saturation`` with ``scope: per_prompt`` (PerPromptSaturationController; ``-prompt`` in a run key)
+    The same saturation rule, but every prompt carries its own temperature, keyed by a stable prompt
     id (verl's ``index`` column, i.e. the parquet's ``extra_info.index``); a prompt never seen
     before starts at ``start`` (the run's Tb). After each step, for each prompt of the step:
 
@@ -46,25 +73,9 @@ the constants below, so each is a setting whose default is OUR CHOICE, stated wh
     temperature the paper samples at, in its plumbing check), kl_threshold 0.1 nat (the KL level of
     Figure 2b). CAVEAT for paper-scale runs: with 16 prompts per step, 300 steps visit 4800 prompts,
     fewer than GSM8K's 7473 (or MATH's 5586) training prompts, so no prompt is sampled twice in a run
-    and a per-prompt controller keyed on prompt identity never moves off Tb there.
-
-``saturation`` with ``scope: global`` (SaturationController: the earlier, run-wide reading)
-    One temperature for the whole batch. After each step the controller sees s = the fraction of
-    saturated groups (by the same ``saturated`` rule; smoothed: s_ema = ema * s_ema + (1 - ema) * s,
-    first value taken as is) and acts once per step:
-
-    * s_ema >= saturation_threshold                 -> reheat:   T <- min(T + step_up, t_max)
-    * s_ema <  saturation_threshold - hysteresis    -> cool back: T <- max(T - step_down, start)
-    * otherwise                                     -> hold.
-
-    It never goes below its start (it is a *re*-heater), and with ``step_down=0`` (default) it only
-    ratchets up, which is how a controller ends a run at 1.05 from 0.8. With ``kl_gate=True`` a
-    reheat is skipped (T held) whenever the learner-sampler KL of the step exceeds ``kl_threshold``
-    (or is unknown): the gate's purpose is to not add mismatch when the stale sampler has already
-    drifted from the learner. Cooling back is never gated. Its defaults (step_up 0.005, t_max 1.2,
-    threshold 0.5, hysteresis 0.1, ema 0.5) are OUR CHOICE, picked so that a run that saturates
-    steadily creeps up by a few hundredths per cycle and can reach the 1.05 region within a 300-step
-    run, as the paper's N=192 controller run did.
+    and a per-prompt controller keyed on prompt identity never moves off Tb there: on the paper's
+    tasks it behaves as fixed cooling at Tb. It is meant for small datasets (the smoke study's toy
+    task) where prompts come back within a run.
 
 ``kl_cooling`` (KLCoolingController)
     Cools whenever the learner-sampler KL grows: it keeps a reference ``ref`` = the lowest KL seen
@@ -317,7 +328,8 @@ class LinearSchedule(_Stateful):
 @dataclass
 class SaturationController(_Stateful):
     """One run-wide temperature, reheated as GRPO groups saturate; optionally KL-gated
-    (``scope: global``, a named option; the default is PerPromptSaturationController).
+    (``scope: global``, the default: its state carries across prompts, so it can move in a paper run
+    that never samples a prompt twice; PerPromptSaturationController is the ``per_prompt`` option).
 
     See the module docstring for the rule (OUR READING of Section 4 / Figure 7; Appendix A is missing).
     """
@@ -376,10 +388,12 @@ class SaturationController(_Stateful):
 @dataclass
 class PerPromptSaturationController(_Stateful):
     """Each prompt carries its own sampler temperature, reheated when its own group saturates
-    (the paper's controller: "The controller of Appendix A needs different prompts in one batch to
-    be sampled at different temperatures."). Optionally KL-gated.
+    (``scope: per_prompt``, ``-prompt`` in a run key; Appendix C: "The controller of Appendix A needs
+    different prompts in one batch to be sampled at different temperatures."). Optionally KL-gated.
 
-    See the module docstring for the rule and for which defaults are OUR CHOICE.
+    Not the default: keyed on prompt identity, it moves only for prompts sampled more than once, and
+    a 300-step paper run samples no GSM8K or MATH prompt twice. See the module docstring for the rule
+    and for which defaults are OUR CHOICE.
     """
 
     start: float = 0.8
@@ -499,8 +513,8 @@ def make_controller(spec: float | int | Mapping[str, Any], total_steps: int | No
     ``spec`` is a number (fixed), ``{"schedule": "linear", "start", "end"[, "total_steps"]}`` or
     ``{"controller": "saturation" | "kl_cooling", "start", ...}`` where any further key is a parameter
     of that controller (``kl_gate``, ``step_up``, ``t_max``, ``saturated``, ...); for ``saturation``,
-    ``scope`` picks ``per_prompt`` (default: PerPromptSaturationController) or ``global``
-    (SaturationController). ``total_steps`` (verl's
+    ``scope`` picks ``global`` (default: SaturationController, one run-wide temperature) or
+    ``per_prompt`` (PerPromptSaturationController). ``total_steps`` (verl's
     ``trainer.total_training_steps``) is needed by a schedule unless the spec carries it. Unknown keys
     raise, so a misspelt parameter cannot silently fall back to a default.
     """
@@ -519,7 +533,7 @@ def make_controller(spec: float | int | Mapping[str, Any], total_steps: int | No
     if kind == "saturation":
         scope = spec.pop("scope", SCOPES[0])
         _check_choice("scope", scope, SCOPES)
-        cls = PerPromptSaturationController if scope == "per_prompt" else SaturationController
+        cls = SaturationController if scope == "global" else PerPromptSaturationController
     allowed = {f.name for f in fields(cls)} - set(cls._state_fields)  # type: ignore[arg-type]
     unknown = set(spec) - allowed
     if unknown:
