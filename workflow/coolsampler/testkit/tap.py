@@ -5,7 +5,8 @@ platform through ``VERL_USE_EXTERNAL_MODULES``. After verl's old-log-prob pass o
 ``step_<t>.pt`` with the batch's prompts, responses, the sampler's recorded log-probs
 (``rollout_log_probs``), the learner's ``old_log_probs`` and ``response_mask``, and
 ``sampler_<t>.pt`` with the weights the vLLM engine held when it drew that batch (asked of the
-engine itself through ``CpuReloadWorkerExtension.dump_sampler_state``), and ``snapshot_<t>.pt``
+engine itself through ``CpuReloadWorkerExtension.dump_sampler_state``; a second replica's in
+``sampler_<t>_replica1.pt``), and ``snapshot_<t>.pt``
 with the staleness gate's host snapshot as the actor worker holds it (each tensor's storage address
 and a copy of its values; absent at N = 1). The tests then recompute logits with transformers on
 exactly those weights. Changes nothing verl computes.
@@ -48,11 +49,10 @@ def install() -> None:
         torch.save(record, os.path.join(out, f"step_{step}.pt"))
         if os.environ.get("COOLSAMPLER_TAP_SAMPLER", "1") == "0":
             return out_batch
-        for replica in self.checkpoint_manager.replicas:
+        for i, replica in enumerate(self.checkpoint_manager.replicas):  # replica i > 0: its own file
+            name = f"sampler_{step}.pt" if i == 0 else f"sampler_{step}_replica{i}.pt"
             for server in replica.servers:
-                ray.get(
-                    server.collective_rpc.remote("dump_sampler_state", args=(os.path.join(out, f"sampler_{step}.pt"),))
-                )
+                ray.get(server.collective_rpc.remote("dump_sampler_state", args=(os.path.join(out, name),)))
         snapshots = ray.get([w.__ray_call__.remote(sampler_snapshot) for w in self.actor_rollout_wg.workers])
         if any(s is not None for s in snapshots):
             torch.save(snapshots, os.path.join(out, f"snapshot_{step}.pt"))
