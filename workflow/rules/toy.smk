@@ -2,6 +2,8 @@
 # Qwen2; the rehearsal's model (the same sums answered in GSM8K's and MATH's formats) and its data in
 # each paper task's file layout and data_source. Paths: coolsampler.train.paths.
 
+from coolsampler.testkit import toy
+
 
 rule toy_data:
     output:
@@ -42,9 +44,10 @@ rule rehearsal_model:
     threads: 1
     params:
         out=lambda wildcards, output: Path(output[0]).parent,
-        # the rehearsal needs answers in both formats and some right ones, not a good model
-        target_acc=0.1,
-        max_steps=400,
+        # answers in both formats, and right often enough that the saturation controllers act
+        # (coolsampler.testkit.toy.REHEARSAL_TARGET_ACC says why)
+        target_acc=toy.REHEARSAL_TARGET_ACC,
+        max_steps=toy.REHEARSAL_MAX_STEPS,
         rehearsal=True,
     script:
         "../scripts/toy_model.py"
@@ -60,5 +63,6 @@ rule rehearsal_data:
     params:
         task=lambda wc: wc.task,
         seed=0,
+        cue=lambda wc: toy.REHEARSAL_CUES[wc.task],  # the prompts' format cue (a change rebuilds the data)
     script:
         "../scripts/rehearsal_data.py"

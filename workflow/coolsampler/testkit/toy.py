@@ -32,25 +32,47 @@ REHEARSAL_SOURCES = {  # task -> split stem -> data_source (as coolsampler.train
     "gsm8k": {"train": "openai/gsm8k", "test": "openai/gsm8k"},
     "math": {"train_l3-5": "DigitalLearningGmbH/MATH-lighteval", "math500": "HuggingFaceH4/MATH-500"},
 }
+# Each task's prompt starts with one character that asks for its answer format, as the paper's prompts do
+# in words (GSM8K: 'output the final answer after "####"'; MATH: a boxed answer): the model answers in the
+# format its reward route scores, so a sum it knows scores 1 on either route, not one time in two.
+REHEARSAL_CUES = {"gsm8k": "#", "math": "\\"}
+# The rehearsal model's warm start (rule rehearsal_model): greedy accuracy it trains to, and its step cap.
+# High on purpose: the paper's saturation controllers (Fig 7) reheat only while at least half of the
+# step's groups are all correct (coolsampler.worker.controller), and the rehearsal must show them acting
+# within its 4 steps of 4 prompts x 4 samples. A model right on ~90% of samples at T=0.8 leaves
+# ~0.9**4 = 2/3 of its groups all correct, and still a wrong sample in the other third (rewards vary).
+# Measured (seed 0): 95% greedy after 675 steps; on the GSM8K train split at T=0.8, 89% of samples and
+# 69% of groups of 4 right (MATH: 84%, 63%).
+REHEARSAL_TARGET_ACC = 0.95
+REHEARSAL_MAX_STEPS = 2000
 
 
-def rehearsal_answer(answer: str, rng: random.Random) -> str:
-    """A sum's answer in one of the two paper formats, drawn at random (the model learns both)."""
-    return f"#### {answer}" if rng.random() < 0.5 else f"\\boxed{{{answer}}}"
+def rehearsal_prompt(question: str, task: str) -> str:
+    """A sum as ``task``'s rehearsal prompt: the task's format cue, then the sum."""
+    return REHEARSAL_CUES[task] + question
 
 
-def rehearsal_correct(text: str, answer: str) -> bool:
-    return text.strip() in (f"#### {answer}", f"\\boxed{{{answer}}}")
+def rehearsal_answer(answer: str, task: str) -> str:
+    """A sum's answer in ``task``'s format (what the task's reward route scores as right)."""
+    return f"#### {answer}" if task == "gsm8k" else f"\\boxed{{{answer}}}"
+
+
+def rehearsal_problem(rng: random.Random, task: str) -> tuple[str, str]:
+    """A sum as the rehearsal model sees it: ``task``'s prompt and the right response (without EOS)."""
+    q, a = make_problem(rng)
+    return rehearsal_prompt(q, task), rehearsal_answer(a, task)
 
 
 def write_rehearsal_task(out_dir: str | Path, task: str, *, seed: int = 0, only: str | None = None) -> dict[str, Path]:
-    """Toy sums as ``task``'s verl parquet: its split stems, its data_source, the number as ground truth.
+    """Toy sums as ``task``'s verl parquet: its split stems, its data_source, the prompt behind the task's
+    format cue (``REHEARSAL_CUES``), the number as ground truth.
     ``only``: write that split alone (the same rows as when both are written)."""
     stems = list(REHEARSAL_SOURCES[task])
     paths = write_task(out_dir, n_train=2000, n_test=64, seed=seed, names=(stems[1], stems[0]), only=only)
     for stem, path in paths.items():
         df = pd.read_parquet(path)
         df["data_source"] = REHEARSAL_SOURCES[task][stem]
+        df["prompt"] = [[{**m, "content": rehearsal_prompt(m["content"], task)} for m in p] for p in df["prompt"]]
         df.to_parquet(path)
     return paths
 
@@ -153,7 +175,8 @@ def sft_warm_start(
 ) -> dict:
     """Create tokenizer + model, train on the task to about ``target_acc`` greedy accuracy, save.
 
-    ``rehearsal``: the rehearsal's model (REHEARSAL_VOCAB; answers in either paper format).
+    ``rehearsal``: the rehearsal's model (REHEARSAL_VOCAB; each prompt's format cue drawn at random, the
+    answer in that task's format; ``REHEARSAL_TARGET_ACC`` is its rule's target).
 
     Stops early at ``target_acc``: the paper starts RL from a model that already solves part of
     the task, and GRPO needs groups with mixed outcomes to learn anything.
@@ -172,15 +195,22 @@ def sft_warm_start(
     rng = random.Random(seed + 1)
     eos = tok.eos_token_id
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
-    test = [make_problem(random.Random(10_000 + i)) for i in range(256)]
+    tasks = list(REHEARSAL_CUES)
+
+    def problem(r: random.Random, i: int | None = None) -> tuple[str, str]:
+        if not rehearsal:
+            return make_problem(r)
+        return rehearsal_problem(r, tasks[i % 2] if i is not None else fmt_rng.choice(tasks))
+
+    test = [problem(random.Random(10_000 + i), i) for i in range(256)]
     t0 = time.time()
     acc = 0.0
     history = []
     for step in range(1, steps + 1):
         seqs, masks = [], []
         for _ in range(batch):
-            q, a = make_problem(rng)
-            qi, ai = tok.encode(q), [*tok.encode(rehearsal_answer(a, fmt_rng) if rehearsal else a), eos]
+            q, a = problem(rng)
+            qi, ai = tok.encode(q), [*tok.encode(a), eos]
             seqs.append(qi + ai)
             masks.append([0] * len(qi) + [1] * len(ai))
         width = max(map(len, seqs))
@@ -231,7 +261,7 @@ def greedy_accuracy(model, tok, problems: list[tuple[str, str]], max_new: int = 
         )
         for (_, a), row in zip(problems, out[:, ids.shape[1] :].tolist(), strict=True):
             text = tok.decode([t for t in row if t not in (0, 2)] if 2 not in row else row[: row.index(2)])
-            correct += rehearsal_correct(text, a) if rehearsal else text.replace(" ", "") == a
+            correct += text.strip() == a if rehearsal else text.replace(" ", "") == a
     model.train()
     return correct / len(problems)
 

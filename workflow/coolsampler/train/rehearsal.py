@@ -5,9 +5,15 @@ take with only these substitutions, all explicit here or in the platform definit
 
 * platform: ``cpu`` (``coolsampler.train.platform.CPU_SUBSTITUTIONS``: device, precision, engine, process counts);
 * model: every model -> ``toy-qwen2-rehearsal``, a tiny Qwen2 warm-started to answer sums in both
-  answer formats (``coolsampler.testkit.toy.REHEARSAL``);
+  answer formats (``coolsampler.testkit.toy.REHEARSAL_*``), to ~95% greedy accuracy
+  (``REHEARSAL_TARGET_ACC``; ~89% of samples at T=0.8): the paper's saturation controllers reheat only
+  while at least half of a step's groups are all correct, which a weaker model never reaches in 4 steps;
+  at this accuracy about 2/3 of the groups of 4 are all correct and the rest mixed, so the controller
+  arms change the sampler temperature within their steps and rewards still vary;
 * data: each task -> toy sums in that task's format and ``data_source``, so each task's own reward
-  route runs (GSM8K: ``#### <n>``; MATH: ``\\boxed{<n>}``);
+  route runs (GSM8K: ``#### <n>``; MATH: ``\\boxed{<n>}``); each prompt starts with its task's format
+  cue (``REHEARSAL_CUES``: ``#`` or ``\\``), a one-character stand-in for the paper prompts' format
+  instruction, so that a sum the model knows scores on its task's route, not one time in two;
 * batch and lengths: ``REHEARSAL_RECIPE``; steps and validation: ``REHEARSAL_STEPS`` /
   ``REHEARSAL_VAL_EVERY`` (a cut run stops one step early, as its paper run does).
 
