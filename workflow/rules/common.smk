@@ -343,7 +343,9 @@ def rehearsal_inputs(wildcards):
     x, two = ROOTS[REHEARSAL_ROOT], ROOTS[TWO_RANK_ROOT]
     return {
         "status": [
-            y.layout.run_file(r.key, "status.json") for y in (x, two) for r in y.study.runs
+            y.layout.run_file(r.key, "status.json")
+            for y in (x, two)
+            for r in y.study.runs
         ],
         "targets": study_targets(REHEARSAL_ROOT),
         "claims": f"{REHEARSAL_ROOT}/claims.md",
