@@ -136,3 +136,11 @@ def test_a_named_actors_title_is_classified_by_its_class():
     assert P.classify(P.Proc(1, 0, "ray::vllm_server_0_0:vLLMHttpServer.wake_up"), {}) == P.SERVER
     assert P.classify(P.Proc(1, 0, "ray::agent_loop_worker_0_296a:AgentLoopWorkerTQ"), {}) == P.AGENT
     assert P.classify(P.Proc(1, 0, "ray::TaskRunnerV1.run"), {}) == P.TASK_RUNNER
+
+
+def test_vllms_engine_core_is_one_kind_before_and_after_it_names_itself():
+    server = P.Proc(10, 1, "ray::vllm_server_0_0:vLLMHttpServer.launch_server")
+    spawned = P.Proc(11, 10, "/venv/bin/python -B -c from multiprocessing.spawn import spawn_main; spawn_main()")
+    by_pid = {10: server, 11: spawned}
+    assert P.classify(spawned, by_pid) == P.ENGINE_CORE == P.classify(P.Proc(11, 10, "VLLM::EngineCore_DP0"), by_pid)
+    assert not any(k.startswith("other:") for k in P.measured_pss()["kinds"])  # no machine's path in the table

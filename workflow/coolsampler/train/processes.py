@@ -179,6 +179,14 @@ def classify(proc: Proc, by_pid: Mapping[int, Proc]) -> str:
         return _RAY_ACTORS[known] if known else f"ray::{cls}"
     if cmd.startswith("VLLM::EngineCore"):
         return ENGINE_CORE
+    if (
+        "from multiprocessing.spawn import spawn_main" in cmd
+        and parent is not None
+        and "vLLMHttpServer" in parent.cmdline
+    ):
+        # vLLM spawns its engine core as a fresh interpreter, which names itself only once it runs:
+        # the same process, counted under its later name
+        return ENGINE_CORE
     if cmd.startswith("VLLM::Worker"):
         return TP_WORKER
     if "verl.trainer.main_ppo" in cmd:
