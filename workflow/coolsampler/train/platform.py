@@ -18,7 +18,7 @@ This module never imports verl, vLLM or torch.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 # Modules verl must import in every process: the μ-GRPO policy loss is registered (verl
@@ -224,21 +224,18 @@ PLATFORMS: dict[str, Platform] = {
         substitutions=_freeze(CPU_SUBSTITUTIONS),
         learner_ranks=1,
     ),
-    # The rehearsal's two-rank shape (CPU_TWO_RANK): twice the processes of "cpu", and vLLM's sleep stubbed.
-    "cpu-2rank": Platform(
-        name="cpu-2rank",
-        gpus_per_run=0,
-        threads=2,
-        mem_mb=14000,
-        runtime_min=120,
-        timeout_min=120,
-        stall_min=10,
-        uses_container=False,
-        env_extra=tuple(CPU_TWO_RANK_ENV.items()),
-        substitutions=_freeze(_merged(CPU_SUBSTITUTIONS, CPU_TWO_RANK)),
-        learner_ranks=2,
-    ),
 }
+# The rehearsal's two-rank shape: "cpu" with CPU_TWO_RANK over its substitutions; a job holds both cores
+# (twice the processes of a "cpu" run) and more memory.
+PLATFORMS["cpu-2rank"] = replace(
+    PLATFORMS["cpu"],
+    name="cpu-2rank",
+    threads=2,
+    mem_mb=14000,
+    env_extra=tuple(CPU_TWO_RANK_ENV.items()),
+    substitutions=_freeze(_merged(CPU_SUBSTITUTIONS, CPU_TWO_RANK)),
+    learner_ranks=2,
+)
 
 
 def get_platform(name: str) -> Platform:
