@@ -151,7 +151,8 @@ def test_smoke_study_has_no_rehearsal():
 
 def _logged(run_dir: Path, step: int) -> bool:
     """The attempt's log has ``step`` (a checkpoint the log does not cover is no resume point)."""
-    return any(f'"step": {step},' in a.read_text(errors="replace") for a in (run_dir / "attempts").glob("*.jsonl"))
+    pattern = re.compile(rf'"step":\s*{step},')
+    return any(pattern.search(a.read_text(errors="replace")) for a in (run_dir / "attempts").glob("*.jsonl"))
 
 
 def _controller_replay(run_dir: Path, run) -> tuple[list[float], list[float]]:
