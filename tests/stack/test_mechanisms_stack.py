@@ -135,11 +135,10 @@ def _easy_and_mixed_prompts(train: pd.DataFrame) -> pd.DataFrame:
 def test_per_prompt_controller_samples_one_step_at_several_temperatures(tmp_path_factory, world):
     """The per-prompt saturation controller on the live stack, in the two-rank shape: each prompt's
     temperature moves with its own group's rewards. From verl's rollout dump (every response's
-    reward, keyed by prompt text) an
-    independent implementation of the rule recomputes each step's per-prompt temperatures; the
-    logged mean, min and max must match, some step must hold different temperatures, and the
-    sampler's recorded log-probs must be those of each prompt's own temperature, whichever of the two
-    agent-loop workers and replicas drew it."""
+    reward, keyed by prompt text) an independent implementation of the rule recomputes each step's
+    per-prompt temperatures; the logged mean, min and max must match, some step must hold different
+    temperatures, and the sampler's recorded log-probs must be those of each prompt's own
+    temperature, whichever of the two agent-loop workers and replicas drew it."""
     root = tmp_path_factory.mktemp("perprompt_ctrl")
     train = _easy_and_mixed_prompts(pd.read_parquet(world.train))
     assert train.extra_info.map(lambda e: e["index"]).is_unique  # the controller's prompt id
