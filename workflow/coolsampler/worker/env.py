@@ -7,8 +7,8 @@ imports torch and verl).
 
 from __future__ import annotations
 
-# A token unique to one attempt of one run (coolsampler.train.launch.run_verl sets it), which the cpu
-# platform puts into the name of verl's weight-push socket (coolsampler.worker.cpu_platform.run_socket).
+# A token unique to one attempt of one run (coolsampler.train.launch.run_verl sets it), which names the
+# private directory of verl's weight-push socket on every platform (coolsampler.worker.weight_socket).
 RUN_TOKEN_ENV = "COOLSAMPLER_RUN_TOKEN"
 
 __all__ = ["RUN_TOKEN_ENV"]
