@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import importlib.metadata
 import os
-import sys
 import types
 from contextlib import contextmanager
 from typing import Any
@@ -27,8 +26,7 @@ import torch
 from verl.plugin.platform.platform_base import PlatformBase
 from verl.plugin.platform.platform_manager import PlatformRegistry
 
-# The after-import hook lives with the weight-push socket's patch, which every platform loads.
-from coolsampler.worker.weight_socket import _AfterImport
+from coolsampler.worker.after_import import patch_after_import
 
 
 class _CpuDeviceModule(types.ModuleType):
@@ -208,9 +206,9 @@ def install() -> None:
     _patch_vllm_version()
     _patch_pin_memory()
     _patch_backend_string()
-    sys.meta_path.insert(0, _AfterImport("verl.trainer.ppo.v1.replay_buffer", _fast_replay_poll))
+    patch_after_import("verl.trainer.ppo.v1.replay_buffer", _fast_replay_poll)
     server = "verl.workers.rollout.vllm_rollout.vllm_async_server"
-    sys.meta_path.insert(0, _AfterImport(server, _no_batch_invariant_kernels))
+    patch_after_import(server, _no_batch_invariant_kernels)
 
 
 install()

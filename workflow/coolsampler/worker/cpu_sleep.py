@@ -25,7 +25,7 @@ import os
 import sys
 from typing import Any
 
-from coolsampler.worker.weight_socket import _AfterImport
+from coolsampler.worker.after_import import patch_after_import
 
 TAGS = ("weights", "kv_cache")
 STATE: dict[str, Any] = {"asleep": set(), "level": None, "sleeps": 0, "pushes": 0, "served": 0}
@@ -80,12 +80,7 @@ def _record(module) -> None:
 
 
 def install() -> None:
-    name = "vllm.v1.worker.cpu_worker"
-    module = sys.modules.get(name)
-    if module is not None and hasattr(module, "CPUWorker"):  # a pre-importing parent had it
-        _record(module)
-    else:
-        sys.meta_path.insert(0, _AfterImport(name, _record))
+    patch_after_import("vllm.v1.worker.cpu_worker", _record)
 
 
 install()

@@ -28,16 +28,12 @@ something unique per run.
 
 from __future__ import annotations
 
-import importlib.abc
-import importlib.util
 import os
 import stat
-import sys
-from collections.abc import Callable
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
+from coolsampler.worker.after_import import patch_after_import
 from coolsampler.worker.env import RUN_TOKEN_ENV
 
 # What verl 0.9.1 puts in front of the rest of the handle, on both ends.
@@ -47,28 +43,6 @@ MAX_SOCKET_PATH = 107
 
 SENDER_MODULE = "verl.workers.rollout.vllm_rollout.vllm_rollout"
 RECEIVER_MODULE = "verl.workers.rollout.vllm_rollout.utils"
-
-
-class _AfterImport(importlib.abc.MetaPathFinder):
-    """Runs ``fn(module)`` right after ``name`` is first imported, without importing it early
-    (every verl process loads the worker modules; most never touch the patched one)."""
-
-    def __init__(self, name: str, fn: Callable[[ModuleType], None]) -> None:
-        self.name, self.fn = name, fn
-
-    def find_spec(self, fullname: str, path: Any, target: Any = None) -> Any:
-        if fullname != self.name:
-            return None
-        sys.meta_path.remove(self)
-        spec = importlib.util.find_spec(fullname)
-        exec_module = spec.loader.exec_module
-
-        def exec_and_patch(module: ModuleType) -> None:
-            exec_module(module)
-            self.fn(module)
-
-        spec.loader.exec_module = exec_and_patch
-        return spec
 
 
 def socket_dir(token: str) -> Path:
@@ -177,11 +151,8 @@ def patch_receiver(module: Any) -> None:
 
 def install() -> None:
     """Patch both ends: now if verl's module is already imported, else right after its import."""
-    for name, fn in ((SENDER_MODULE, patch_sender), (RECEIVER_MODULE, patch_receiver)):
-        if name in sys.modules:
-            fn(sys.modules[name])
-        elif not any(isinstance(f, _AfterImport) and f.name == name and f.fn is fn for f in sys.meta_path):
-            sys.meta_path.insert(0, _AfterImport(name, fn))
+    patch_after_import(SENDER_MODULE, patch_sender)
+    patch_after_import(RECEIVER_MODULE, patch_receiver)
 
 
 install()
