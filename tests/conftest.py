@@ -1,27 +1,38 @@
-"""Test order for the two CI workers: the longest test files first.
+"""Test order for the two CI workers: the longest work first.
 
-pytest-xdist (``--dist loadfile``) hands whole files to its workers in collection order, each worker
-taking the next file when it is free. Collected alphabetically, the paper rehearsal (the longest file
-by far) would start a quarter of the way in and run on alone at the end; started first, the other
-worker works through everything else beside it. ``LONGEST_FIRST`` lists the heavy files by their wall
-time in CI, longest first; every other file keeps its place after them.
+pytest-xdist (``--dist loadfile``) hands whole files to its workers, each worker taking the next file
+when it is nearly free. Two things of xdist's own decide what waits for what, and this file sets both:
+
+- Its default ``--loadscope-reorder`` sorts files by their number of tests, which would start the paper
+  rehearsal (one 26-minute test among a few quick ones) a third of the way in, and run it on alone at the
+  end. ``pyproject.toml`` passes ``--no-loadscope-reorder``, so files go out in collection order, and
+  ``LONGEST_FIRST`` lists the heavy files by their wall time in CI, longest first; every other file keeps
+  its place after them.
+- A worker runs a test only once it holds the next one, so it is sent its next file when two of its
+  current file's tests are left. Behind a long last test that file waits for the whole test: in one CI
+  run the verl-stack file (five verl runs, 9 minutes) waited behind the rehearsal while the other worker
+  went idle. ``FIRST_IN_FILE`` therefore runs each file's long test first, while its quick ones still
+  keep the worker's queue full.
 """
 
 from __future__ import annotations
 
 LONGEST_FIRST = (
     "tests/stack/test_rehearsal.py",
-    "tests/stack/test_verl_stack.py",
-    "tests/stack/test_resume.py",
     "tests/stack/test_mechanisms_stack.py",
+    "tests/stack/test_verl_stack.py",
     "tests/stack/test_acceptance.py",
-    "tests/stack/test_prefork.py",
+    "tests/stack/test_resume.py",
     "tests/stack/test_end_to_end.py",
     "tests/stack/test_extend_stack.py",
     "tests/stack/test_watchdog.py",
+    "tests/stack/test_prefork.py",
 )
+FIRST_IN_FILE = ("tests/stack/test_rehearsal.py::test_rehearsal_of_the_paper_study",)
 
 
 def pytest_collection_modifyitems(session, config, items) -> None:
     rank = {path: i for i, path in enumerate(LONGEST_FIRST)}
-    items.sort(key=lambda item: rank.get(item.nodeid.split("::", 1)[0], len(rank)))  # stable: the rest keep order
+    items.sort(  # stable: the rest keep their order
+        key=lambda item: (rank.get(item.nodeid.split("::", 1)[0], len(rank)), item.nodeid not in FIRST_IN_FILE)
+    )
