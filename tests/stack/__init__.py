@@ -55,6 +55,29 @@ def make_world(root: Path, sft_steps: int = 1500) -> World:
     return World(root / "model", paths["train"], paths["test"])
 
 
+def shared_world(tmp_path_factory, sft_steps: int = 1500) -> World:
+    """One ``make_world`` for the whole test session, shared by every module and both xdist workers.
+
+    The warm start is deterministic (fixed seeds, one thread), so every module that built its own got
+    the same model; each build cost a minute of CPU (three minutes on a loaded CI machine). Built once
+    under the session's base directory (the parent of the workers' own, which both share) behind a
+    file lock, then only read."""
+    import fcntl
+
+    base = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        base = base.parent  # pytest-N/, above popen-gw0/ and popen-gw1/
+    root = base / f"shared-world-{sft_steps}"
+    with open(base / f"shared-world-{sft_steps}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # the other worker waits while one builds
+        if not (root / "done").exists():
+            shutil.rmtree(root, ignore_errors=True)  # a build cut short (timeout) is built again
+            make_world(root, sft_steps)
+            (root / "done").touch()
+    data = root / "data"
+    return World(root / "model", data / "train.parquet", data / "test.parquet")
+
+
 def run_stack(
     key: str,
     world: World,

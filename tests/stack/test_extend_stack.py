@@ -18,19 +18,19 @@ from coolsampler.train.launch import run_verl
 from coolsampler.train.overrides import RunPaths, verl_overrides
 from coolsampler.train.paths import Layout, run_paths
 from coolsampler.train.platform import get_platform
-from tests.stack import make_world, records
+from tests.stack import records, shared_world
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
 STUDY = Path(__file__).resolve().parents[1] / "fixtures" / "extend" / "study.yaml"
 
 
-def test_a_study_defined_model_task_reward_and_tracker_train_on_the_cpu_stack(tmp_path: Path) -> None:
+def test_a_study_defined_model_task_reward_and_tracker_train_on_the_cpu_stack(tmp_path: Path, tmp_path_factory) -> None:
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     study = load_study(STUDY)
     run = study.runs[1]  # with the study's and its own extra overrides
-    world = make_world(tmp_path / "world")
+    world = shared_world(tmp_path_factory)
     planned = run_paths(Layout.from_config(study.raw, study.results), run)
     out = tmp_path / "run"
     paths = RunPaths(model=str(world.model), train=planned.train, val=planned.val, out_dir=str(out))

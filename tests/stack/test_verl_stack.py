@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from coolsampler.train.platform import PREFORK_ENV
-from tests.stack import make_world, pristine_verl, records, run_stack
+from tests.stack import pristine_verl, records, run_stack, shared_world
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
@@ -20,7 +20,7 @@ GATE_KEY = "toy-qwen2/arith/N4_lr5e-4_tis_Tb0.8_Tl1_s1_st12_v3"  # large lr: the
 
 @pytest.fixture(scope="module")
 def world(tmp_path_factory):
-    return make_world(tmp_path_factory.mktemp("world"))
+    return shared_world(tmp_path_factory)
 
 
 @pytest.fixture(scope="module")
