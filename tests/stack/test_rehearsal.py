@@ -236,15 +236,23 @@ def test_rehearsal_of_the_paper_study(tmp_path):
         rewards[r.task] = max(rewards.get(r.task, 0.0), float(best))
     assert rewards["gsm8k"] > 0 and rewards["math"] > 0, rewards
 
-    # the paper's saturation controllers act: each logged temperature is the controller's own rule on
-    # what verl logged, and some arm heated (the rehearsal model leaves most groups all correct)
-    heated = {}
+    # every schedule and controller of the paper acts: each logged temperature is the rule's own on what
+    # verl logged; the linear schedule reaches 1 at the last step; some saturation arm heated (the
+    # rehearsal model leaves most groups all correct)
+    heated, kinds = {}, set()
     for root, study in (("", REHEARSAL), ("two-rank", TWO_RANK)):
         for r in study.runs:
+            if r.Tb.kind == "fixed":
+                continue
+            logged, replayed = _controller_replay(out / root / "runs" / r.key, r)
+            assert logged == pytest.approx(replayed, abs=1e-9), (r.key, logged, replayed)
+            assert logged[0] == pytest.approx(r.Tb.initial), r.key
+            kinds.add(r.Tb.kind)
+            if r.Tb.kind == "linear":
+                assert logged == sorted(logged) and logged[-1] == pytest.approx(1.0), (r.key, logged)
             if r.Tb.kind == "saturation":
-                logged, replayed = _controller_replay(out / root / "runs" / r.key, r)
-                assert logged == pytest.approx(replayed, abs=1e-9), (r.key, logged, replayed)
                 heated[f"{root}/{r.key}"] = max(logged) - r.Tb.initial
+    assert kinds == {"linear", "kl_cooling", "saturation"}, kinds
     assert len(heated) == 3 and max(heated.values()) > 0, heated
 
     # the two-rank shape
