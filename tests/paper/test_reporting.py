@@ -157,6 +157,33 @@ def test_fig4_draws_mu_grpo_veto_and_clip_fractions(
     assert "mu-GRPO" in ax.get_title(loc="left")
 
 
+def test_fig7_draws_a_fixed_tb_flat_where_the_run_logs_none(
+    runs: list[Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """verl logs no sampler temperature for a fixed-Tb run (nothing moves it); Fig 7's temperature row
+    still shows its references, flat at their Tb from step 1, next to the logged controller lines."""
+    from coolsampler.paper import labels as L
+
+    figs = _capture_figure(monkeypatch)
+    panels = {
+        name: [(s, m.assign(temperature=np.nan) if L.tb_kind(s) == "fixed" else m, st) for s, m, st in entries]
+        for name, entries in demo_panels("fig7", runs).items()
+    }
+    render("fig7", panels, STUDY, COMMIT, outputs(tmp_path, "fig7"))
+    for i, name in enumerate(["a", "b"]):
+        lines = [
+            ln for ln in figs[0].axes[2 + i].get_lines() if not ln.get_label().startswith(("_", "sampler refresh"))
+        ]
+        drawn = [(ln.get_xdata(), ln.get_ydata()) for ln in lines]
+        for s, m, _ in panels[name]:
+            if L.tb_kind(s) == "fixed":
+                want = np.where(m["step"].to_numpy() >= 1, L.tb_initial(s), np.nan)
+            else:
+                want = m["temperature"].to_numpy(dtype="float64")
+            assert any(np.allclose(y, want, equal_nan=True) for _, y in drawn), (name, s["key"])
+        assert len(drawn) == len(panels[name]), [ln.get_label() for ln in lines]
+
+
 def test_figure_options_are_validated_in_the_study() -> None:
     raw = yaml.safe_load((REPO / "config/config.yaml").read_text())
     good = copy.deepcopy(raw)

@@ -34,7 +34,7 @@ fig6     a, b        a: 1.5B GSM8K N=96: correction none (cooled, 3 seeds + kl_c
 fig7     a, b        a: N=96 controllers (saturation with/without KL gate), linear schedule,
                      doubled lr, plus fixed-Tb references; b: N=192 controller (+ references).
                      Accuracy (top) and the sampler temperature actually used (bottom:
-                     mean over the step's prompts, min-max shaded).
+                     mean over the step's prompts, min-max shaded; a fixed Tb as a flat line).
 fig8     a           every 7B run at N=144, including the cut replicate. Accuracy, KL,
                      entropy, clip fraction, reward and gradient norm.
 table1   rows        1.5B GSM8K seeds 43/44: TIS Tb 1.0/0.8 at N=96 and 192, TIS Tb=1 at lr
@@ -561,6 +561,21 @@ def _temperature_range(ax: Axes, entries: Sequence[RunEntry]) -> None:
         ax.fill_between(metrics["step"].to_numpy(), lo, hi, color=P.run_colour(settings), alpha=0.2, lw=0)
 
 
+def _fixed_temperatures(entries: Sequence[RunEntry]) -> list[RunEntry]:
+    """Fixed-Tb runs log no sampler temperature (nothing moves it); the temperature row draws their Tb,
+    so the references a controller is compared with are on it too (a panel of references alone, as
+    in a rehearsal, would otherwise be empty)."""
+    out = []
+    for settings, metrics, status in entries:
+        if metrics is not None and not metrics.empty and L.tb_kind(settings) == "fixed":
+            logged = metrics["temperature"] if "temperature" in metrics.columns else pd.Series(dtype="float64")
+            if pd.to_numeric(logged, errors="coerce").isna().all():
+                sampled = metrics["step"].to_numpy() >= 1  # step 0 is validation only, as in logged runs
+                metrics = metrics.assign(temperature=np.where(sampled, L.tb_initial(settings), np.nan))
+        out.append((settings, metrics, status))
+    return out
+
+
 def fig7(
     panels: Panels,
     provenance: Provenance,
@@ -570,7 +585,8 @@ def fig7(
     selection: Mapping[str, Any] | None = None,
 ) -> None:
     """Adaptive and scheduled temperature: accuracy (top) and sampler temperature used (bottom:
-    the mean over the step's prompts, shaded between their min and max)."""
+    the mean over the step's prompts, shaded between their min and max; fixed-Tb references flat at
+    their Tb)."""
     both = _unique_entries(panels, ["a", "b"])
     caption = _caption(selection, ["a", "b"])
     fig, ax = P.new_figure(10, 5.6, L.availability_notes(both), nrows=2, ncols=2, caption=caption)
@@ -578,7 +594,7 @@ def fig7(
         e = panels.get(name, [])
         _acc_panel(ax[0, i], e, panel_title(name, e), correction=True)
         axt = ax[1, i]
-        plot_runs(axt, e, "temperature", lw=1.0, correction=True)
+        plot_runs(axt, _fixed_temperatures(e), "temperature", lw=1.0, correction=True)
         _temperature_range(axt, e)
         _refresh(axt, e)
         axt.set_xlim(0, _max_steps(e))

@@ -124,7 +124,7 @@ TARGETS: dict[str, Target] = {
             "fig7", "coolsampler.paper.figures:fig7", "figure", ("a", "b"),
             title="Figure 7: adaptive and scheduled temperature",
             draws=f"top: {_ACC}; bottom: the sampler temperature used (mean over the step's prompts, min-max "
-            "shaded).",
+            "shaded; a fixed Tb, which runs do not log, as a flat line at its value).",
             panel_help={
                 "a": "N=96: the saturation controller with and without the KL gate, the linear schedule, the "
                 "doubled lr, fixed-Tb references",
