@@ -48,11 +48,15 @@ def make_world(root: Path, sft_steps: int = 1500) -> World:
 
     shared = os.environ.get("COOLSAMPLER_TEST_WORLD")  # a world built once, reused (busy machines)
     if shared and (Path(shared) / "model" / "config.json").exists():
-        data = Path(shared) / "data"
-        return World(Path(shared) / "model", data / "train.parquet", data / "test.parquet")
-    paths = toy.write_task(root / "data", n_train=512, n_test=64)
+        return _world_at(Path(shared))
+    toy.write_task(root / "data", n_train=512, n_test=64)
     toy.sft_warm_start(root / "model", steps=sft_steps, target_acc=0.5, log=lambda s: None)
-    return World(root / "model", paths["train"], paths["test"])
+    return _world_at(root)
+
+
+def _world_at(root: Path) -> World:
+    """Where ``make_world(root)`` puts the model and the task's two splits."""
+    return World(root / "model", root / "data" / "train.parquet", root / "data" / "test.parquet")
 
 
 def shared_world(tmp_path_factory, sft_steps: int = 1500) -> World:
@@ -64,6 +68,8 @@ def shared_world(tmp_path_factory, sft_steps: int = 1500) -> World:
     file lock, then only read."""
     import fcntl
 
+    if os.environ.get("COOLSAMPLER_TEST_WORLD"):
+        return make_world(tmp_path_factory.mktemp("world"), sft_steps)  # the world named there, if built
     base = tmp_path_factory.getbasetemp()
     if os.environ.get("PYTEST_XDIST_WORKER"):
         base = base.parent  # pytest-N/, above popen-gw0/ and popen-gw1/
@@ -74,8 +80,7 @@ def shared_world(tmp_path_factory, sft_steps: int = 1500) -> World:
             shutil.rmtree(root, ignore_errors=True)  # a build cut short (timeout) is built again
             make_world(root, sft_steps)
             (root / "done").touch()
-    data = root / "data"
-    return World(root / "model", data / "train.parquet", data / "test.parquet")
+    return _world_at(root)
 
 
 def run_stack(
