@@ -265,13 +265,16 @@ def test_rehearsal_of_the_paper_study(tmp_path):
         assert list(m.staleness[1:]) == [(t - 1) % TWO_RANK_N for t in range(1, r.steps + 1)], r.key
         assert [t for t in m.step[1:] if m.refreshed[t]] == [2, 4, 6], r.key
         assert list(m.val_acc.dropna().index) == [0, 3, 6], r.key
-        # two learner ranks checkpointed their shards; the sampler snapshot is one file
+        # two learner ranks checkpointed their shards, and each its share of the sampler snapshot
         actor = d / "checkpoints" / "global_step_6" / "actor"
         assert {p.name for p in actor.glob("model_world_size_*")} == {
             "model_world_size_2_rank_0.pt",
             "model_world_size_2_rank_1.pt",
         }
-        assert [p.name for p in actor.glob("sampler_snapshot*")] == ["sampler_snapshot.pt"]
+        assert sorted(p.name for p in actor.glob("sampler_snapshot*")) == [
+            "sampler_snapshot_world_size_2_rank_0.pt",
+            "sampler_snapshot_world_size_2_rank_1.pt",
+        ]
         # both replicas slept at level 1 between steps and served requests (the sleep stand-in's lines)
         log = _last_attempt((d / "verl.log").read_text(errors="replace"))
         slept = [tuple(map(int, x)) for x in SLEPT_RE.findall(log)]

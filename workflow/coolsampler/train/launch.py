@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import signal
 import subprocess
@@ -24,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from coolsampler.spec.metrics_schema import pick
+from coolsampler.train.checkpoints import resume_point
 from coolsampler.train.platform import PREFORK_ENV
 from coolsampler.worker import prefork
 from coolsampler.worker.env import RUN_TOKEN_ENV
@@ -157,32 +157,9 @@ def assemble(attempts: list[Path], jsonl: Path) -> None:
 
 
 def resume_overrides(overrides: list[str], attempts: list[Path]) -> list[str]:
-    """Where a new attempt resumes: the newest checkpoint whose step the earlier attempts logged.
-
-    verl saves the checkpoint of step k before it logs step k, so an attempt killed in between
-    leaves a checkpoint whose metrics were never written; verl's own auto-resume would start after
-    it and the log would miss step k. Resuming from the newest checkpoint at or before the last
-    logged step makes the log whole again; where there is none (one checkpoint is kept), the oldest
-    newer one is the least loss."""
-    root = next((o.split("=", 1)[1] for o in overrides if o.startswith("trainer.default_local_dir=")), None)
-    if root is None or not Path(root).is_dir():
-        return []
-    # verl's retention removes an old checkpoint's actor/ but leaves its dataloader state (data.pt):
-    # only a directory with the actor's state is a checkpoint to resume from
-    steps = sorted(
-        int(m.group(1))
-        for p in Path(root).iterdir()
-        if (m := re.fullmatch(r"global_step_(\d+)", p.name)) and (p / "actor").is_dir()
-    )
-    logged = max((_last_step(a) for a in attempts), default=0)
-    if not steps or steps[-1] <= logged:
-        return []  # nothing saved, or verl's auto-resume picks a checkpoint the log covers
-    usable = [k for k in steps if k <= logged]
-    # Runs keep one checkpoint (a 7B one is ~90 GB), so after a kill between save and log the only one
-    # may be newer than the log: resuming from the first such checkpoint loses that step's metrics row
-    # (the parser reports the gap), where starting anew would lose the whole run.
-    pick = usable[-1] if usable else min(k for k in steps if k > logged)
-    return ["trainer.resume_mode=resume_path", f"trainer.resume_from_path={root}/global_step_{pick}"]
+    """verl's overrides for where a new attempt starts: the newest complete checkpoint the earlier
+    attempts' logs cover (``coolsampler.train.checkpoints.resume_point``)."""
+    return resume_point(overrides, max((_last_step(a) for a in attempts), default=0)).overrides
 
 
 def verl_command(overrides: list[str], env: dict[str, str], python: list[str] | None = None) -> list[str]:
@@ -240,7 +217,8 @@ def run_verl(
     }
     # in a container the image's interpreter runs verl
     python = [*prefix, "python3"] if prefix else [sys.executable]
-    overrides = [*overrides, *resume_overrides(overrides, earlier)]
+    start = resume_point(overrides, max((_last_step(a) for a in earlier), default=0))
+    overrides = [*overrides, *start.overrides]
     cmd = list(cmd) if cmd else verl_command(overrides, full_env, python)
     say = on_progress or (lambda s: None)
     # Progress is that of this attempt: a resumed (or restarted) attempt logs from its checkpoint on.
@@ -251,6 +229,8 @@ def run_verl(
     before_dumps: int | None = None
     with log.open("a") as joblog:
         joblog.write(f"attempt {len(earlier) + 1}: verl's output goes to {verl_log.name}\n")
+        if earlier:
+            joblog.write(f"attempt {len(earlier) + 1}: {start.reason}\n")
     with verl_log.open("ab") as logf:
         logf.write(("$ " + " ".join(cmd) + "\n").encode())
         logf.flush()
