@@ -23,6 +23,7 @@ LONGEST_FIRST = (
     "tests/stack/test_verl_stack.py",
     "tests/stack/test_acceptance.py",
     "tests/stack/test_resume.py",
+    "tests/stack/test_checkpoint_faults.py",
     "tests/stack/test_end_to_end.py",
     "tests/stack/test_extend_stack.py",
     "tests/stack/test_watchdog.py",

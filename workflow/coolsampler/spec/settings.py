@@ -6,6 +6,7 @@ these tables. Nothing here imports verl, vLLM or torch.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 
@@ -149,6 +150,26 @@ CHECKPOINT_EVERY_S = 30 * 60
 # samples rather than differing from its twin only through GPU nondeterminism.
 SAMPLING_SEED = 42
 RERUN_SEED_OFFSET = 1000
+
+
+# A checkpoint's writes sit between two barriers of the actor's process group: each rank writes its
+# shard of the fp32 parameters and Adam moments (12 bytes a parameter) and its share of the stale
+# sampler's bf16 snapshot (2 bytes a parameter), all ranks at once. verl's engine workers open that group
+# with torch's default timeout (NCCL: 10 minutes) unless told (patch 0004 passes verl's nccl_timeout);
+# a 7B run's 26.7 GB per rank takes 18 minutes at 25 MB/s. The slowest filesystem planned for is
+# CHECKPOINT_MIN_WRITE_BYTES_PER_S per rank; the timeout is twice the write at that speed, at least
+# verl's own default.
+CHECKPOINT_BYTES_PER_PARAM = 12 + 2
+CHECKPOINT_MIN_WRITE_BYTES_PER_S = 25e6
+VERL_NCCL_TIMEOUT_S = 600
+
+
+def collective_timeout_s(params_b: float, gpus: int) -> int:
+    """Seconds a collective of the actor's process group may wait (``actor_rollout_ref.nccl_timeout``):
+    twice one rank's checkpoint write at ``CHECKPOINT_MIN_WRITE_BYTES_PER_S``, in whole minutes, at least
+    ``VERL_NCCL_TIMEOUT_S``. Qwen2.5-Math-1.5B on 4 GPUs: 600 s; 7B: 2160 s."""
+    write_s = params_b * 1e9 * CHECKPOINT_BYTES_PER_PARAM / max(1, gpus) / CHECKPOINT_MIN_WRITE_BYTES_PER_S
+    return max(VERL_NCCL_TIMEOUT_S, 60 * math.ceil(2 * write_s / 60))
 
 
 def step_seconds(model: str, task: str) -> float | None:

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from coolsampler.spec.registry import reward_target
-from coolsampler.spec.settings import PAPER_RECIPE, Model, checkpoint_interval
+from coolsampler.spec.settings import PAPER_RECIPE, Model, checkpoint_interval, collective_timeout_s
 from coolsampler.spec.study import DEFAULT_LOGGER, Run, Study, StudyError, Temperature, load_study
 from coolsampler.spec.validate import bare_key, check_extra_syntax
 from coolsampler.train.container import IMAGE_ATTENTION
@@ -201,6 +201,8 @@ def verl_overrides(
             "actor_rollout_ref.rollout.tensor_model_parallel_size": model.tensor_parallel,
             "actor_rollout_ref.rollout.gpu_memory_utilization": 0.5,
             "actor_rollout_ref.model.enable_gradient_checkpointing": True,
+            # the actor's process group waits out a checkpoint's writes on a slow filesystem
+            "actor_rollout_ref.nccl_timeout": collective_timeout_s(model.params_b, model.gpus_per_run),
             # sdpa on verl's padded path: the image has no flash_attn (coolsampler.train.container)
             **IMAGE_ATTENTION,
         }

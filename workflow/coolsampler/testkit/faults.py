@@ -1,0 +1,102 @@
+"""Test instrument: faults injected into a real run's checkpoint save, and what each rank saw of it.
+
+Enabled only when ``COOLSAMPLER_FAULT`` is set; loaded like the tap through ``VERL_USE_EXTERNAL_MODULES``.
+It wraps the staleness gate's snapshot write (patch 0004's ``_save_sampler_snapshot``, which every actor
+rank calls before the FSDP save and its barriers) in the actor worker:
+
+* ``kill-in-first-save``: rank 0 writes its snapshot share, then SIGKILLs every process of its session
+  (verl's driver, Ray, vLLM: a preemption) before the FSDP save starts, at the first save of the run;
+* ``slow-snapshot-write=<seconds>``: rank 0 sleeps that long before writing its share at every save, as a
+  slow filesystem would, so the other ranks wait that long in the save's first barrier.
+
+Each rank appends one JSON line per save to ``COOLSAMPLER_FAULT_LOG``: its rank, the step, how long its
+whole checkpoint save took (a rank held in a barrier by a slow writer takes as long) and the timeout of
+its process group as torch holds it. Runs inside verl's actor workers; imports torch there.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from types import ModuleType
+
+from coolsampler.train.launch import proc_table
+from coolsampler.worker.after_import import patch_after_import
+
+FAULT_ENV = "COOLSAMPLER_FAULT"
+FAULT_LOG_ENV = "COOLSAMPLER_FAULT_LOG"
+KILL_IN_FIRST_SAVE = "kill-in-first-save"
+SLOW_WRITE = "slow-snapshot-write="
+
+
+def _kill_session() -> None:
+    """SIGKILL every process of this session, this one last (the run's whole process tree)."""
+    me, sid = os.getpid(), os.getsid(0)
+    for p in proc_table():
+        if p.session == sid and p.pid != me:
+            try:
+                os.kill(p.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+    os.kill(me, signal.SIGKILL)
+
+
+def _pg_timeout_s() -> float | None:
+    import torch
+
+    if not (torch.distributed.is_available() and torch.distributed.is_initialized()):
+        return None
+    group = torch.distributed.distributed_c10d._get_default_group()
+    for device in ("cuda", "cpu"):
+        try:
+            return group._get_backend(torch.device(device)).options._timeout.total_seconds()
+        except (RuntimeError, AttributeError):
+            continue
+    return None
+
+
+def _wrap(module: ModuleType) -> None:
+    worker = module.ActorRolloutRefWorker
+    fault = os.environ.get(FAULT_ENV, "")
+    write, save = worker._save_sampler_snapshot, worker.save_checkpoint
+    if getattr(write, "_coolsampler_fault", False):
+        return
+
+    def _save_sampler_snapshot(self, local_path):
+        rank = self._snapshot_group()[0]
+        if rank == 0 and fault.startswith(SLOW_WRITE):
+            time.sleep(float(fault.removeprefix(SLOW_WRITE)))
+        write(self, local_path)
+        if rank == 0 and fault == KILL_IN_FIRST_SAVE and not getattr(worker, "_coolsampler_saved", False):
+            _kill_session()  # between the snapshot write and the FSDP save
+
+    def save_checkpoint(self, local_path, *args, **kwargs):
+        t0 = time.time()
+        out = save(self, local_path, *args, **kwargs)
+        worker._coolsampler_saved = True
+        line = {
+            "rank": self._snapshot_group()[0],
+            "path": local_path,
+            "save_s": round(time.time() - t0, 3),
+            "pg_timeout_s": _pg_timeout_s(),
+        }
+        if os.environ.get(FAULT_LOG_ENV):
+            with open(os.environ[FAULT_LOG_ENV], "a") as f:
+                f.write(json.dumps(line) + "\n")
+        return out
+
+    _save_sampler_snapshot._coolsampler_fault = True
+    # the wrapped method stays what verl's dispatch registered (its Ray decorator's attributes)
+    save_checkpoint.__dict__.update(save.__dict__)
+    worker._save_sampler_snapshot = _save_sampler_snapshot
+    worker.save_checkpoint = save_checkpoint
+
+
+def install() -> None:
+    if os.environ.get(FAULT_ENV):
+        patch_after_import("verl.workers.engine_workers", _wrap)
+
+
+install()
