@@ -296,8 +296,11 @@ def test_status_of_a_partial_paper_study(tmp_path: Path, capsys) -> None:
 
 
 def test_plan_on_gpu_shows_each_runs_processes_and_host_memory(tmp_path: Path, capsys) -> None:
-    """Before submitting, a reader sees what one job's mem_mb has to hold, process kind by kind."""
+    """Before submitting, a reader sees whether each model and task's run fits the study's machines, and
+    what one job's mem_mb has to hold, process kind by kind."""
     assert main(["plan", "--study", str(PAPER), "--profile", "slurm", "--results", str(tmp_path)]) == 0
     out = capsys.readouterr().out
-    assert "host memory of one run at its peak (memory.py): qwen2.5-math-1.5b" in out
+    assert "memory of one run on the study's machines (memory.py" in out
+    assert "qwen2.5-math-1.5b math on 4 x 32 GiB GPUs: fits" in out
+    assert "qwen2.5-math-7b gsm8k on 4 x 95.6 GiB GPUs: fits" in out
     assert "| AgentLoopWorker | " in out and "| CUDA host overhead (assumed) | " in out

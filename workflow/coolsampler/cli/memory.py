@@ -1,6 +1,9 @@
-"""``coolsampler memory [--profile FILE]``: the paper runs' memory budget (``coolsampler.train.memory``) as
-a Markdown table against the SLURM profile's per-job memory, the processes one run starts with the
-host memory each kind holds, then the assumptions it rests on.
+"""``coolsampler memory [--study FILE] [--profile FILE]``: the memory budget of every model and task of a
+study (default: the paper's) on the gpu platform (``coolsampler.train.memory``), as a Markdown table
+against the study's declared machines (GPU memory per model, host memory per node) and the SLURM
+profile's per-job memory; one line per run saying whether it fits, and where not, the setting that makes
+it fit; the processes one run starts with what each kind holds; then the assumptions it rests on.
+Exit status 1 if some run does not fit.
 
 ``coolsampler memory --measure SID [--out FILE]``: samples the process session ``SID`` of a running
 verl run (``run_verl`` starts verl with ``start_new_session``, so SID is the verl driver's pid; ``auto``
@@ -18,12 +21,16 @@ import json
 import sys
 from pathlib import Path
 
+from coolsampler.spec.study import StudyError
 from coolsampler.train import processes
 from coolsampler.train.launch import proc_table
-from coolsampler.train.memory import assumptions, markdown_table, process_table
+from coolsampler.train.memory import assumptions, fit, fit_lines, markdown_table, process_table, study_settings
+from coolsampler.train.overrides import training_study
+from coolsampler.train.platform import get_platform
 from coolsampler.train.version import REPO
 
 DEFAULT_PROFILE = REPO / "profiles" / "slurm" / "config.v8+.yaml"
+DEFAULT_STUDY = REPO / "config" / "paper.yaml"
 
 
 def _find_session() -> int:
@@ -69,14 +76,29 @@ def _measure(args: argparse.Namespace) -> int:
 def _memory(args: argparse.Namespace) -> int:
     if args.measure:
         return _measure(args)
-    print(markdown_table(Path(args.profile)))
-    print(process_table())
+    try:
+        study = training_study(args.study)
+    except (OSError, StudyError) as err:
+        print(f"coolsampler memory: {err}", file=sys.stderr)
+        return 2
+    platform = get_platform("gpu").for_study(study.raw)
+    settings = study_settings(study, platform)
+    if not settings:
+        print(f"coolsampler memory: study {study.name} has no run of a model memory.py knows the shape of")
+        return 0
+    profile = Path(args.profile)
+    print(markdown_table(settings, profile, platform))
+    print("\n".join(fit_lines(settings, profile, platform)) + "\n")
+    print(process_table(settings))
     print(assumptions())
-    return 0
+    return 0 if all(fit(s, profile, platform).fits for s in settings) else 1
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    m = sub.add_parser("memory", help="the paper runs' host and GPU memory budget (Markdown); --measure a run")
+    m = sub.add_parser(
+        "memory", help="a study's host and GPU memory budget on its machines (Markdown); --measure a run"
+    )
+    m.add_argument("--study", default=str(DEFAULT_STUDY), help="the study whose runs and machines to check")
     m.add_argument("--profile", default=str(DEFAULT_PROFILE), help="SLURM profile to check against")
     m.add_argument(
         "--measure",

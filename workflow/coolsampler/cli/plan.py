@@ -85,6 +85,7 @@ class Plan:
     parallel: int
     parallel_source: str
     groups: list[Group]
+    memory: list[Any] = field(default_factory=list)  # coolsampler.train.memory.Setting per model and task (gpu)
 
 
 def is_done(run_dir: Path) -> bool:
@@ -144,7 +145,7 @@ def make_plan(
     profile = profile or ("cpu" if study.raw.get("profile", "cpu") == "cpu" else "gpu")
     if profile not in PROFILES:
         raise ValueError(f"profile {profile!r}: allowed {', '.join(PROFILES)}")
-    platform = get_platform(PROFILE_PLATFORM[profile])
+    platform = get_platform(PROFILE_PLATFORM[profile]).for_study(study.raw)
     layout = Layout.from_config(study.raw, results if results is not None else study.results)
     by_group: dict[tuple[str, str], list[Run]] = {}
     for r in study.runs:
@@ -166,7 +167,12 @@ def make_plan(
                 m.disk.append(got[2])
         groups.append(_group(model, task, runs, done, m, platform))
     par, why = (parallel, "--parallel") if parallel else default_parallel(profile, platform)
-    return Plan(study.name, profile, platform, par, why, groups)
+    memory = []
+    if platform.name == "gpu":  # memory.py models the gpu platform's run on the study's machines
+        from coolsampler.train.memory import study_settings
+
+        memory = study_settings(study, platform)
+    return Plan(study.name, profile, platform, par, why, groups, memory)
 
 
 def _group(model: str, task: str, runs: list[Run], done: list[str], m: Measured, platform: Platform) -> Group:
@@ -197,20 +203,20 @@ def wall_hours(hours: list[float], parallel: int) -> float:
 
 
 def _host_memory(plan: Plan) -> list[str]:
-    """On the gpu platform, for the paper's models in the study: one run's host memory at its peak
-    (memory.py) and the processes it starts, each kind x its measured PSS, so a reader sees what a job's
-    ``mem_mb`` has to hold before submitting it."""
-    if plan.platform.name != "gpu":
+    """On the gpu platform, for the models memory.py knows: whether each model and task's run fits the
+    study's machines (GPU per phase, host at the save peak; else the setting that makes it fit), and the
+    processes a run starts, each kind x its measured PSS, so a reader sees what a job's ``mem_mb`` and
+    GPUs have to hold before submitting it."""
+    if not plan.memory:
         return []
-    from coolsampler.train.memory import ARCH, host_budget, process_table, total
+    from coolsampler.train.memory import fit_lines, process_table
 
-    models = tuple(m for m in ARCH if any(g.model == m for g in plan.groups))
-    if not models:
-        return []
-    need = ", ".join(f"{m} {total(host_budget(m)) / GIB:.1f} GiB" for m in models)
+    profile = REPO / "profiles" / "slurm" / "config.v8+.yaml"
     return [
-        f"host memory of one run at its peak (memory.py): {need}; the processes it starts:",
-        process_table(models).rstrip("\n"),
+        "memory of one run on the study's machines (memory.py; `coolsampler memory` itemises it):",
+        *fit_lines(plan.memory, profile, plan.platform),
+        "the processes it starts:",
+        process_table(plan.memory).rstrip("\n"),
     ]
 
 

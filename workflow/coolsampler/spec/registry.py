@@ -67,6 +67,9 @@ def study_models(raw: Mapping[str, Any], origin: str) -> dict[str, Model]:
             path=spec.get("path"),
             tp=spec.get("tensor_parallel", base.tp if base else None),
             gpus=spec.get("gpus_per_run", base.gpus if base else None),
+            gpu_memory_gib=spec.get("gpu_memory_gib", base.gpu_memory_gib if base else None),
+            micro_batch=spec.get("micro_batch", base.micro_batch if base else None),
+            gpu_memory_utilization=spec.get("gpu_memory_utilization", base.gpu_memory_utilization if base else None),
         )
         if model.path is not None and model.revision is not None:
             raise _error(f"{where}.revision: a local model has no hub revision; allowed: remove it")

@@ -87,6 +87,14 @@ class Model:
     path: str | None = None  # a local model directory (made by a rule or by hand)
     tp: int | None = None  # vLLM tensor-parallel size on the gpu platform, else derived
     gpus: int | None = None  # GPUs one run holds on the gpu platform, else derived
+    # The machines this model's runs get on the gpu platform, and what makes a run fit them (checked by
+    # coolsampler.train.memory): GPU memory as nvidia-smi's memory.total in GiB (else the study's
+    # hardware block, else GPU_GIB), the learner's micro-batch per GPU (else the recipe's quarter of a
+    # rank's share) and vLLM's gpu_memory_utilization (else VLLM_SHARE). None of them is a setting of
+    # the run's result (numerics aside): they are not in its key.
+    gpu_memory_gib: float | None = None
+    micro_batch: int | None = None
+    gpu_memory_utilization: float | None = None
 
     @property
     def tensor_parallel(self) -> int:

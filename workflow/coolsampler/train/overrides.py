@@ -15,7 +15,13 @@ from pathlib import Path
 from typing import Any
 
 from coolsampler.spec.registry import reward_target
-from coolsampler.spec.settings import PAPER_RECIPE, Model, checkpoint_interval, collective_timeout_s
+from coolsampler.spec.settings import (
+    PAPER_RECIPE,
+    VLLM_SHARE,
+    Model,
+    checkpoint_interval,
+    collective_timeout_s,
+)
 from coolsampler.spec.study import DEFAULT_LOGGER, Run, Study, StudyError, Temperature, load_study
 from coolsampler.spec.validate import bare_key, check_extra_syntax
 from coolsampler.train.container import IMAGE_ATTENTION
@@ -199,7 +205,7 @@ def verl_overrides(
             "trainer.nnodes": 1,
             "actor_rollout_ref.actor.strategy": "fsdp2",
             "actor_rollout_ref.rollout.tensor_model_parallel_size": model.tensor_parallel,
-            "actor_rollout_ref.rollout.gpu_memory_utilization": 0.5,
+            "actor_rollout_ref.rollout.gpu_memory_utilization": model.gpu_memory_utilization or VLLM_SHARE,
             "actor_rollout_ref.model.enable_gradient_checkpointing": True,
             # the actor's process group waits out a checkpoint's writes on a slow filesystem
             "actor_rollout_ref.nccl_timeout": collective_timeout_s(model.params_b, model.gpus_per_run),
@@ -208,7 +214,7 @@ def verl_overrides(
         }
     )
     plat = get_platform(platform)
-    o = plat.apply(o, micro_batch=plat.micro_batch(prompts, n, model.gpus_per_run))
+    o = plat.apply(o, micro_batch=plat.micro_batch(prompts, n, model.gpus_per_run, declared=model.micro_batch))
     return _with_extra(o, run.verl_extra)
 
 

@@ -21,6 +21,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
+from coolsampler.spec.settings import GPU_GIB
+
 # Modules verl must import in every process: the μ-GRPO policy loss is registered (verl
 # ``register_policy_loss``) when coolsampler.worker.losses is imported, so that the overrides resolve;
 # coolsampler.worker.weight_socket gives each run its own weight-push socket (verl names it by the Ray
@@ -159,6 +161,21 @@ class Platform:
     env_extra: tuple[tuple[str, str], ...] = ()
     substitutions: tuple[tuple[str, tuple[tuple[str, Any], ...]], ...] = ()
     learner_ranks: int = 0  # CPU platforms: the fake "GPU" bundles (learner ranks) a run holds
+    # The machines (gpu platform): one GPU's memory (nvidia-smi memory.total / 1024) and one node's host
+    # memory (None: what the scheduler gives a job, mem_mb). A study's ``hardware:`` block sets them
+    # (``for_study``), a model's ``gpu_memory_gib`` its own GPUs; coolsampler.train.memory checks every
+    # run's budget against them.
+    gpu_memory_gib: float = GPU_GIB
+    host_memory_gib: float | None = None
+
+    def for_study(self, raw: dict[str, Any]) -> Platform:
+        """This platform with a study's ``hardware:`` block (its machines) applied."""
+        hw = raw.get("hardware") or {}
+        return replace(
+            self,
+            gpu_memory_gib=float(hw.get("gpu_memory_gib", self.gpu_memory_gib)),
+            host_memory_gib=hw.get("host_memory_gib", self.host_memory_gib),
+        )
 
     def env(self) -> dict[str, str]:
         """The environment of verl's process (and so of its Ray workers and vLLM engines)."""
@@ -177,13 +194,14 @@ class Platform:
             out[k] = micro_batch
         return out
 
-    def micro_batch(self, prompts: int, samples: int, gpus: int | None = None) -> int:
-        """Per-device micro batch: the GPU recipe's quarter of a rank's share (``gpus``: the run's, from
+    def micro_batch(self, prompts: int, samples: int, gpus: int | None = None, declared: int | None = None) -> int:
+        """Per-device micro batch: the model's own (``declared``: what fits its GPUs, checked by
+        coolsampler.train.memory) or the GPU recipe's quarter of a rank's share (``gpus``: the run's, from
         its model; default the platform's); on CPU one micro-batch per rank and step (a tiny model; verl
         needs a rank's share divisible by it, and any share divides itself)."""
         if self.learner_ranks:
             return max(1, prompts * samples // self.learner_ranks)
-        return max(1, prompts * samples // (gpus or self.gpus_per_run) // 4)
+        return declared or max(1, prompts * samples // (gpus or self.gpus_per_run) // 4)
 
 
 MICRO_BATCH_KEYS = (
