@@ -185,8 +185,9 @@ def test_timing_and_logprob_checks():
 @pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_acceptance_on_the_cpu_stack(tmp_path):
-    """The whole script on the CPU stack (toy model): N=4 staleness run with the tap, N=1 and N=8 timing
-    runs; --quick leaves out the unpatched-verl run (tests/stack/test_verl_stack.py runs upstream verl)."""
+    """The whole script on the CPU stack (toy model): N=4 staleness run of 6 steps with the tap (two
+    sampler versions, a stale validation at step 3), N=1 and N=8 timing runs; --quick leaves out the
+    unpatched-verl run (tests/stack/test_verl_stack.py runs upstream verl)."""
     out = tmp_path / "acc"
     cmd = [
         sys.executable,
@@ -196,7 +197,7 @@ def test_acceptance_on_the_cpu_stack(tmp_path):
         "--platform",
         "cpu",
         "--steps",
-        "4",
+        "6",
         "--quick",
         "--sft-steps",
         "25",
@@ -210,8 +211,114 @@ def test_acceptance_on_the_cpu_stack(tmp_path):
     status = {c["name"]: c["status"] for c in summary["checks"]}
     assert proc.returncode == 0 and summary["passed"], proc.stdout[-4000:] + proc.stderr[-2000:]
     assert status["staleness sequence, N=4"] == "pass"
+    # the engine's state at every step, seen through its log-probs: versions 0 (steps 1-4, step 4 after
+    # the stale validation of step 3) and 4 (steps 5-6), each told apart from the other
+    assert status["sampler holds its snapshot at every step (staleness)"] == "pass"
+    assert status["sampler versions told apart (staleness)"] == "pass"
+    assert status["KL resets at each refresh and grows within a cycle (staleness)"] == "pass"
     assert status["sampler log-probs = log_softmax(z/Tb)"] == "pass"
     assert status["learner old log-probs = log_softmax(z/Tl)"] == "pass"
     assert status["step time N=8 / N=1"] == "info"  # printed, judged on gpu only
     assert status["peak host memory (PSS of the run's session)"] == "pass"
-    assert "| staleness sequence, N=4 | 0 1 2 3 |" in (out / "summary.md").read_text()
+    assert "| staleness sequence, N=4 | 0 1 2 3 0 1 |" in (out / "summary.md").read_text()
+
+
+def _tiny_qwen2(path: Path):
+    """A randomly initialised two-layer Qwen2 (head_dim 32, fp32), saved where the check loads it."""
+    import torch
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    torch.manual_seed(0)
+    cfg = Qwen2Config(
+        vocab_size=40,
+        hidden_size=64,
+        intermediate_size=96,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        tie_word_embeddings=True,
+    )
+    model = Qwen2ForCausalLM(cfg)
+    model.save_pretrained(path)
+    return model
+
+
+def _tap_world(tmp_path: Path, held: dict[int, int], n: int = 2, steps: int = 4, tb: float = 0.8):
+    """Tap records of ``steps`` steps at refresh interval ``n``: snapshot versions 0, n, 2n, ... (the
+    model, then moved a little at each refresh) and, at step t, the log-probs that the weights of version
+    ``held[t]`` give at Tb: a sampler that holds the right version has held[t] == n*floor((t-1)/n)."""
+    import torch
+
+    model = _tiny_qwen2(tmp_path / "model")
+    tap = tmp_path / "tap"
+    tap.mkdir()
+    base = {k: v.clone() for k, v in model.state_dict().items() if k != "lm_head.weight"}
+    snaps = {}
+    for v in range(0, steps, n):
+        g = torch.Generator().manual_seed(v + 1)
+        snaps[v] = {k: t + (0.05 * torch.randn(t.shape, generator=g) if v else 0) for k, t in base.items()}
+        torch.save(snaps[v], tap / f"snapshot_v{v}.pt")
+    g = torch.Generator().manual_seed(99)
+    for t in range(1, steps + 1):
+        model.load_state_dict(snaps[held[t]], strict=False)
+        model.tie_weights()
+        prompts = [torch.randint(0, 40, (5,), generator=g) for _ in range(3)]
+        responses = [torch.randint(0, 40, (4,), generator=g) for _ in range(3)]
+        q = []
+        for p, r in zip(prompts, responses, strict=True):
+            with torch.no_grad():
+                z = model(input_ids=torch.cat([p, r])[None]).logits[0, len(p) - 1 : len(p) - 1 + len(r)]
+            q.append(torch.log_softmax(z / tb, -1).gather(1, r[:, None]).squeeze(1))
+        torch.save(
+            {
+                "prompts": prompts,
+                "responses": responses,
+                "rollout_log_probs": q,
+                "old_log_probs": q,
+                "response_mask": [torch.ones(4) for _ in q],
+                "temperature": tb,
+                "sampler_version": n * ((t - 1) // n),
+            },
+            tap / f"step_{t}.pt",
+        )
+    return tmp_path
+
+
+def _arm_result(root: Path, steps: int = 4, n: int = 2, val=(1,)) -> acc.ArmResult:
+    rec = {t: {"val-core/x": 0.5} if t in val else {} for t in range(1, steps + 1)}
+    return acc.ArmResult(acc.Arm("staleness", n, steps, 1, tap=True), records=rec, dir=root)
+
+
+def test_the_sampler_state_check_sees_a_sampler_that_holds_the_wrong_version(tmp_path):
+    """At every step the sampler's log-probs must be its own version's snapshot's: a sampler that woke on
+    the fresh learner's weights (a stale sampler not pushed back after step 1's validation) fails, naming
+    the step; the right one passes and is told apart from the neighbouring version."""
+    world = acc.World(tmp_path / "good" / "model", "toy", "tiny", tmp_path, tmp_path)
+    _tap_world(tmp_path / "good", {1: 0, 2: 0, 3: 2, 4: 2})
+    good = {c.name: c for c in acc.sampler_state_checks(_arm_result(tmp_path / "good"), world, "cpu", 8)[0]}
+    assert [c.status for c in good.values()] == ["pass", "pass"], good
+    assert "after a stale validation: [2]" in good["sampler holds its snapshot at every step (staleness)"].value
+
+    bad_world = acc.World(tmp_path / "bad" / "model", "toy", "tiny", tmp_path, tmp_path)
+    _tap_world(tmp_path / "bad", {1: 0, 2: 2, 3: 2, 4: 2})  # step 2 drew from version 2's weights
+    bad, _ = acc.sampler_state_checks(_arm_result(tmp_path / "bad"), bad_world, "cpu", 8)
+    assert bad[0].status == "fail" and "at step 2 (version 0)" in bad[0].value, bad[0]
+
+
+def test_kl_cycle_check():
+    from coolsampler.testkit.sampler_check import StepState
+
+    def states(drift):
+        return [StepState(t, 0, 0.8, 10, 0.0, 0.0, drift_k3=d) for t, d in enumerate(drift, 1)]
+
+    res = acc.ArmResult(acc.Arm("staleness", 4, 8, 3, tap=True), records={})
+    world = acc.World(Path("m"), "toy", "", Path(), Path())
+    good = [1e-9, 2e-3, 5e-3, 9e-3, 2e-9, 3e-3, 7e-3, 1e-2]
+    assert acc.kl_cycle_checks(res, world, states(good))[0].status == "pass"
+    never_refreshed = [1e-9, 2e-3, 5e-3, 9e-3, 1.2e-2, 1.5e-2, 1.8e-2, 2e-2]
+    assert acc.kl_cycle_checks(res, world, states(never_refreshed))[0].status == "fail"
+    never_stale = [1e-9] * 8
+    assert acc.kl_cycle_checks(res, world, states(never_stale))[0].status == "fail"
+    assert acc.kl_cycle_checks(res, world, None)[0].status == "fail"
+    random = acc.World(Path("m"), "random", "", Path(), Path())
+    assert acc.kl_cycle_checks(res, random, states(never_stale))[0].status == "info"

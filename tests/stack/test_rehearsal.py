@@ -8,6 +8,7 @@ checks every arm trained, parsed and was drawn, and what the two-rank shape exis
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -19,6 +20,8 @@ import pytest
 
 from coolsampler.spec.study import load_study
 from coolsampler.spec.targets import panel_filters
+from coolsampler.testkit.sampler_check import check_sampler_state
+from coolsampler.train.launch import INSTRUMENT_ENV, TAP_MODULE
 from coolsampler.train.paths import Layout
 from coolsampler.train.rehearsal import (
     REHEARSAL_STEPS,
@@ -184,6 +187,8 @@ def test_rehearsal_of_the_paper_study(tmp_path):
     refresh cycle, so both ranks must restore the stale sampler."""
     work = copy_repo(tmp_path / "repo")
     smk = [sys.executable, "-m", "snakemake", "--cores", "2", "--configfile=config/paper.yaml"]
+    # every run taps what its sampler drew and held (coolsampler.testkit.tap, into <run>/tap/)
+    env = {**os.environ, INSTRUMENT_ENV: TAP_MODULE}
     killed_dir = work / "results/rehearsal/two-rank/runs" / KILLED.key
     tracker = killed_dir / "checkpoints" / "latest_checkpointed_iteration.txt"
     proc = subprocess.Popen(
@@ -192,6 +197,7 @@ def test_rehearsal_of_the_paper_study(tmp_path):
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         start_new_session=True,
+        env=env,
     )
     try:
         deadline = time.time() + 1500
@@ -211,6 +217,7 @@ def test_rehearsal_of_the_paper_study(tmp_path):
         text=True,
         timeout=5200,
         check=False,
+        env=env,
     )
     assert res.returncode == 0, res.stderr[-6000:]
     out = work / "results/rehearsal"
@@ -284,6 +291,20 @@ def test_rehearsal_of_the_paper_study(tmp_path):
             served[pid] = served.get(pid, 0) + n
         assert len(served) == 2 and all(n > 0 for n in served.values()), (r.key, served)
         assert "weight push into a vLLM engine" not in log
+    # what the sampler held at every step of the two-rank arms, seen through what it drew: its recorded
+    # log-probs are those of the snapshot of its last refresh (after every sleep and wake, after the stale
+    # validation of step 3, and after the resume at step 3 from the shares both ranks wrote), and not
+    # those of the neighbouring version
+    model = work / Layout("results").rehearsal_layout().model_path(KILLED.model)
+    for r in TWO_RANK.runs:
+        d = out / "two-rank" / "runs" / r.key
+        rec = records(d / "train.jsonl")
+        temps = {t: float(rec[t]["sampler/temperature"]) for t in rec if "sampler/temperature" in rec[t]}
+        states = check_sampler_state(d / "tap", model, temps)
+        assert [x.step for x in states] == list(range(1, r.steps + 1)), r.key
+        assert [x.version for x in states] == [TWO_RANK_N * ((t - 1) // TWO_RANK_N) for t in range(1, r.steps + 1)]
+        assert all(x.max_err < 1e-4 for x in states), (r.key, states)  # fp32 on both sides
+        assert all(x.mean_err < 0.5 * x.other_mean_err for x in states), (r.key, states)
     # the preempted arm resumed from its checkpoint of step 3, where both ranks restored the stale sampler
     d = out / "two-rank" / "runs" / KILLED.key
     assert len(list((d / "attempts").glob("*.jsonl"))) == 2

@@ -8,8 +8,14 @@ ten minutes, whether the patched stack does there what the CPU tests show it doe
 * decoupled temperature on real tokens (patch 0002): at step 1 (both sides still hold the initial
   weights) the sampler's recorded log-probs equal log_softmax(z/Tb) and the learner's old log-probs
   log_softmax(z/Tl), z recomputed with transformers from the initial model (``coolsampler.testkit.tap``
-  records both; the sampler's weights are not dumped: the CPU worker extension that can do so does
-  not exist on GPU, and at step 1 they are the initial model's);
+  records both);
+* what the sampler holds, on the real engine: at every step, after each sleep and wake and after each
+  fresh-weights validation, its recorded behaviour log-probs equal the stale snapshot's log-probs
+  recomputed at Tb on the learner side (``coolsampler.testkit.sampler_check``; the engine's weights are
+  never dumped, which verl's GPU worker extension cannot do), and differ from the neighbouring
+  version's; the learner-sampler KL resets at each refresh and grows within a cycle. The staleness arm
+  trains at ``STALENESS_LR`` so that a cycle moves the learner further than bf16's rounding; with two or
+  more GPUs a second staleness arm runs the sampler at tensor-parallel size 2;
 * step time: refresh every step (N=1) vs every 8 steps (N=8) vs unpatched verl 0.9.1 at N=1 (the
   installed patched tree with the patches reverse-applied, put first on PYTHONPATH, as the real-stack
   tests do with ``tests.stack.pristine_verl``); medians of the steps after warm-up, as ratios;
@@ -43,6 +49,7 @@ from pathlib import Path
 from typing import Any
 
 from coolsampler.spec.study import Run, parse_key
+from coolsampler.spec.temperature import num
 from coolsampler.train.launch import TrainingFailed, proc_table, run_verl
 from coolsampler.train.overrides import RunPaths, verl_overrides
 from coolsampler.train.platform import get_platform
@@ -77,6 +84,10 @@ QWEN25_MATH_15B: dict[str, Any] = {
 }
 PAPER_MODEL_REPO = "Qwen/Qwen2.5-Math-1.5B"
 N_STALE = 4  # the staleness run's refresh interval
+# The staleness arm's learning rate: ten times the paper's, so that one refresh cycle moves the learner (and
+# the next snapshot) further than bf16's rounding moves a log-prob, and the sampler-state check can tell
+# two versions apart; eight steps at it change nothing else the checks read.
+STALENESS_LR = 2e-5
 TB, TL = 0.8, 1.0  # sampler and learner temperature of every run here
 WARMUP_STEPS = 2  # steps 1-2 include compilation and cache warm-up: not timed
 
@@ -410,6 +421,8 @@ class Arm:
     val_every: int  # 0: no validation (timing arms)
     tap: bool = False
     upstream: bool = False  # unpatched verl on PYTHONPATH
+    lr: float = 2e-6
+    tp: int = 1  # the sampler's tensor-parallel size (gpu platform)
 
 
 @dataclass
@@ -438,7 +451,8 @@ def records(jsonl: Path) -> dict[int, dict]:
 
 
 def acceptance_run(arm: Arm) -> Run:
-    key = f"qwen2.5-math-1.5b/gsm8k/N{arm.N}_lr2e-6_tis_Tb{TB:g}_Tl{TL:g}_s1_st{arm.steps}_v{max(arm.val_every, 1)}"
+    lr = num(arm.lr)
+    key = f"qwen2.5-math-1.5b/gsm8k/N{arm.N}_lr{lr}_tis_Tb{TB:g}_Tl{TL:g}_s1_st{arm.steps}_v{max(arm.val_every, 1)}"
     return replace(parse_key(key), val_every=arm.val_every)
 
 
@@ -469,8 +483,9 @@ def arm_overrides(arm: Arm, world: World, out: Path, platform: str, recipe: dict
     o = verl_overrides(run, paths, platform=platform, study_recipe=recipe, experiment="coolsampler-acceptance")
     if platform == "gpu":
         # the paper's runs hold 4 GPUs (tensor parallel 1 for 1.5B); this machine may have fewer
-        o = set_override(o, "trainer.n_gpus_per_node", str(max(1, min(gpus, 4))))
-        o = set_override(o, "actor_rollout_ref.rollout.tensor_model_parallel_size", "1")
+        n = max(1, min(gpus, 4))
+        o = set_override(o, "trainer.n_gpus_per_node", str(n - n % arm.tp))
+        o = set_override(o, "actor_rollout_ref.rollout.tensor_model_parallel_size", str(arm.tp))
     if arm.val_every == 0:
         o = set_override(o, "trainer.val_before_train", "false")
     return o
@@ -495,7 +510,7 @@ def run_arm(
     if arm.tap:
         (out / "tap").mkdir(exist_ok=True)
         env["COOLSAMPLER_TAP_DIR"] = str(out / "tap")
-        env["COOLSAMPLER_TAP_SAMPLER"] = "0"  # step 1 is compared against the initial model instead
+        env["COOLSAMPLER_TAP_SAMPLER"] = "0"  # the engine's weights are seen through its log-probs instead
         env["VERL_USE_EXTERNAL_MODULES"] += ",coolsampler.testkit.tap"
     if arm.upstream:
         assert upstream_tree is not None
@@ -556,6 +571,7 @@ class Check:
 
 def staleness_checks(res: ArmResult, n: int = N_STALE) -> list[Check]:
     rec, steps = res.records, res.arm.steps
+    arm = "" if res.arm.name == "staleness" else f" ({res.arm.name})"
     logged = sorted(s for s in rec if s > 0 and "staleness/staleness" in rec[s])
     seq = [int(rec[t]["staleness/staleness"]) for t in logged]
     want = [(t - 1) % n for t in range(1, steps + 1)]
@@ -565,19 +581,19 @@ def staleness_checks(res: ArmResult, n: int = N_STALE) -> list[Check]:
     val_steps = [t for t in logged if any(k.startswith("val-core/") for k in rec[t])]
     return [
         Check(
-            f"staleness sequence, N={n}",
+            f"staleness sequence, N={n}{arm}",
             " ".join(map(str, seq)) or "none logged",
             "pass" if logged == list(range(1, steps + 1)) and seq == want else "fail",
             "(t-1) mod N: " + " ".join(map(str, want)),
         ),
         Check(
-            "sampler refreshed after steps",
+            f"sampler refreshed after steps{arm}",
             " ".join(map(str, refreshed)) or "none",
             "pass" if refreshed == want_ref and versions_ok else "fail",
             "multiples of N: " + " ".join(map(str, want_ref)) + "; sampler_version = N*floor((t-1)/N)",
         ),
         Check(
-            "validation between refreshes",
+            f"validation between refreshes{arm}",
             " ".join(map(str, val_steps)) or "none",
             "pass"
             if val_steps == [t for t in range(1, steps + 1) if t % res.arm.val_every == 0 or t == steps]
@@ -642,6 +658,80 @@ def logprob_checks(err: dict[str, float], platform: str) -> list[Check]:
             )
         )
     return checks
+
+
+def sampler_state_checks(res: ArmResult, world: World, platform: str, max_seqs: int) -> tuple[list[Check], list | None]:
+    """What the engine held at every step, through its recorded log-probs (``sampler_check``): each step
+    equals its version's snapshot at Tb (the platform's log-prob tolerance), steps right after a wake on
+    kept weights, after a stale validation (the stale sampler pushed back) and after a refresh included;
+    and the check tells versions apart (each step at most half as far from its own as from the
+    neighbouring version), which a model that learns nothing (random weights) cannot show."""
+    from coolsampler.testkit.sampler_check import check_sampler_state
+
+    name = f"sampler holds its snapshot at every step ({res.arm.name})"
+    tap = res.dir / "tap" if res.dir else None
+    if tap is None or not tap.exists() or res.error:
+        return [Check(name, "no tap record" if not res.error else f"run failed: {res.error}", "fail")], None
+    temps = {t: float(r["sampler/temperature"]) for t, r in res.records.items() if "sampler/temperature" in r}
+    try:
+        states = check_sampler_state(tap, world.model, temps, max_seqs=max_seqs, learner_temperature=TL)
+    except (FileNotFoundError, ValueError) as err:
+        return [Check(name, str(err), "fail")], None
+    stat, tol = LOGPROB_TOL[platform]
+    worst = max(states, key=lambda x: x.max_err if stat == "max" else x.mean_err)
+    err = worst.max_err if stat == "max" else worst.mean_err
+    val = {t for t, r in res.records.items() if any(k.startswith("val-core/") for k in r)}
+    after_val = [x.step for x in states if x.step - 1 in val]
+    ok = bool(states) and all((x.max_err if stat == "max" else x.mean_err) <= tol for x in states)
+    ok = ok and [x.step for x in states] == list(range(1, res.arm.steps + 1))
+    rows = [
+        Check(
+            name,
+            f"steps {states[0].step}-{states[-1].step} (after a stale validation: {after_val or 'none'}); "
+            f"worst {stat} abs err {err:.2e} at step {worst.step} (version {worst.version})",
+            "pass" if ok else "fail",
+            f"{stat} <= {tol:g} at every step, against snapshot version N*floor((t-1)/N)",
+        )
+    ]
+    told = [x for x in states if x.other_mean_err is not None]
+    ratio = max((x.mean_err / x.other_mean_err for x in told if x.other_mean_err), default=float("nan"))
+    apart = bool(told) and all(x.other_mean_err and x.mean_err <= 0.5 * x.other_mean_err for x in told)
+    rows.append(
+        Check(
+            f"sampler versions told apart ({res.arm.name})",
+            f"own / neighbouring version's mean error: at most {ratio:.2f} over {len(told)} steps",
+            ("pass" if apart else "fail") if world.kind != "random" else "info",
+            "<= 0.5" + (" (not judged: random weights learn nothing)" if world.kind == "random" else ""),
+        )
+    )
+    return rows, states
+
+
+def kl_cycle_checks(res: ArmResult, world: World, states: list | None, n: int = N_STALE) -> list[Check]:
+    """The learner-sampler KL resets at each refresh and grows within each cycle: the sampler really went
+    stale between refreshes and really was refreshed. Read as the learner's drift from the sampler's
+    snapshot, both at the learner temperature (``StepState.drift_k3``): verl's logged KL also holds the
+    constant that Tb != Tl adds, which hides a small drift; it is printed beside."""
+    name = f"KL resets at each refresh and grows within a cycle ({res.arm.name})"
+    drift = {x.step: x.drift_k3 for x in states or [] if x.drift_k3 == x.drift_k3}
+    steps = res.arm.steps
+    resets = [(r, drift.get(r), drift.get(r + 1)) for r in range(n, steps, n)]
+    cycles = [(a, min(a + n - 1, steps)) for a in range(1, steps + 1, n) if min(a + n - 1, steps) > a]
+    grows = [(a, b, drift.get(a), drift.get(b)) for a, b in cycles]
+    ok = bool(drift) and all(x is not None and y is not None and y < x for _, x, y in resets)
+    ok = ok and all(x is not None and y is not None and y > x for _, _, x, y in grows)
+    logged = {t: r.get("rollout_corr/k3_kl") for t, r in res.records.items() if t > 0}
+    value = ", ".join(f"{t}: {drift[t]:.1e}" for t in sorted(drift)) or "no tap record"
+    value += "; verl's rollout_corr/k3_kl: " + ", ".join(f"{t}: {v:.1e}" for t, v in sorted(logged.items()) if v)
+    return [
+        Check(
+            name,
+            f"learner vs snapshot k3 at Tl by step: {value}",
+            ("pass" if ok else "fail") if world.kind != "random" else "info",
+            "falls after each refresh, rises from a cycle's first step to its last"
+            + (" (not judged: random weights learn nothing)" if world.kind == "random" else ""),
+        )
+    ]
 
 
 def median_step(res: ArmResult, key: str = "timing_s/step") -> float | None:
@@ -739,13 +829,12 @@ class Options:
     patches: Path = REPO / "patches" / "verl"
 
 
-def arms(opt: Options) -> list[Arm]:
+def arms(opt: Options, gpus: int = 0) -> list[Arm]:
     val = 3  # validation at step 3 falls between refreshes (4, 8): the sampler must go back to stale
-    out = [
-        Arm("staleness", N_STALE, opt.steps, val, tap=True),
-        Arm("N=1", 1, opt.timing_steps, 0),
-        Arm("N=8", 8, opt.timing_steps, 0),
-    ]
+    out = [Arm("staleness", N_STALE, opt.steps, val, tap=True, lr=STALENESS_LR)]
+    if opt.platform == "gpu" and gpus >= 2:  # the sampler sharded over two GPUs (the 7B's TP size)
+        out.append(Arm("staleness TP=2", N_STALE, opt.steps, val, tap=True, lr=STALENESS_LR, tp=2))
+    out += [Arm("N=1", 1, opt.timing_steps, 0), Arm("N=8", 8, opt.timing_steps, 0)]
     if not opt.quick:
         out.append(Arm("unpatched", 1, opt.timing_steps, 0, upstream=True))
     return out
@@ -760,7 +849,7 @@ def run_acceptance(opt: Options, log: Callable[[str], None] = say) -> dict[str, 
     world = make_world(opt.platform, opt.out / "world", opt.model, sft_steps=opt.sft_steps)
     log(f"model: {world.label}")
     recipe = acceptance_recipe(opt.platform, opt.response_length)
-    plan = arms(opt)
+    plan = arms(opt, gpus)
     upstream_tree = None
     if any(a.upstream for a in plan):
         upstream_tree = unpatched_verl(opt.out / "unpatched-verl", opt.patches)
@@ -799,7 +888,14 @@ def run_acceptance(opt: Options, log: Callable[[str], None] = say) -> dict[str, 
     else:
         err = {}
         checks.append(Check("decoupled log-probs", "no tap record of step 1", "fail"))
-    timed = {k: v for k, v in results.items() if k != "staleness"}
+    for r in results.values():
+        if r.arm.tap:
+            log(f"{r.arm.name}: recomputing every step's sampler log-probs from its snapshot")
+            rows, states = sampler_state_checks(r, world, opt.platform, opt.logprob_seqs)
+            checks += rows + kl_cycle_checks(r, world, states)
+            if r.arm.name != "staleness":
+                checks += staleness_checks(r)
+    timed = {k: v for k, v in results.items() if not v.arm.tap}
     checks += timing_checks(timed, opt.platform)
     checks += memory_checks(results, opt.platform)
     if opt.quick:

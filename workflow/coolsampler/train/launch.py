@@ -162,6 +162,24 @@ def resume_overrides(overrides: list[str], attempts: list[Path]) -> list[str]:
     return resume_point(overrides, max((_last_step(a) for a in attempts), default=0)).overrides
 
 
+# Test-kit modules (coolsampler.testkit.tap, .faults) that tests of the real stack add to every verl
+# process of every run a command trains, e.g. the rehearsal's (``COOLSAMPLER_INSTRUMENT=coolsampler.testkit.tap
+# snakemake ... rehearsal``); the tap then writes into each run's own ``tap/``. Never set in production:
+# the test kit is not in the image.
+INSTRUMENT_ENV = "COOLSAMPLER_INSTRUMENT"
+TAP_MODULE = "coolsampler.testkit.tap"
+
+
+def _instrument(env: dict[str, str], run_dir: Path) -> None:
+    modules = [m for m in env.get(INSTRUMENT_ENV, "").split(",") if m]
+    if not modules:
+        return
+    env["VERL_USE_EXTERNAL_MODULES"] = ",".join([*filter(None, [env.get("VERL_USE_EXTERNAL_MODULES")]), *modules])
+    if TAP_MODULE in modules and not env.get("COOLSAMPLER_TAP_DIR"):
+        (run_dir / "tap").mkdir(parents=True, exist_ok=True)
+        env["COOLSAMPLER_TAP_DIR"] = str(run_dir / "tap")
+
+
 def verl_command(overrides: list[str], env: dict[str, str], python: list[str] | None = None) -> list[str]:
     """The command that trains: ``python -m verl.trainer.main_ppo OVERRIDES``, or, where the platform
     sets PREFORK_ENV (cpu, outside a container), the same under ``coolsampler.worker.prefork``, which
@@ -215,6 +233,7 @@ def run_verl(
         "PYTHONUNBUFFERED": "1",
         RUN_TOKEN_ENV: uuid.uuid4().hex[:12],  # this attempt's own weight-push socket (weight_socket)
     }
+    _instrument(full_env, jsonl.parent)
     # in a container the image's interpreter runs verl
     python = [*prefix, "python3"] if prefix else [sys.executable]
     start = resume_point(overrides, max((_last_step(a) for a in earlier), default=0))
