@@ -107,6 +107,21 @@ CASES: list[tuple[str, Edit, str, str]] = [
     ("unknown replicate", put("runs", 1, "replicate", value="again"), "runs[1].replicate", ALLOWED),
     ("bad study name", put("name", value="../etc"), "name", ALLOWED),
     ("unknown profile", put("profile", value="tpu"), "profile", ALLOWED),
+    # machines
+    ("GPU memory zero", put("hardware", value={"gpu_memory_gib": 0}), "hardware.gpu_memory_gib", ALLOWED),
+    ("unknown hardware key", put("hardware", value={"gpus": 8}), "hardware", ALLOWED),
+    (
+        "micro-batch zero",
+        put("models", value={"qwen2.5-math-1.5b": {"micro_batch": 0}}),
+        "models.qwen2.5-math-1.5b.micro_batch",
+        ALLOWED,
+    ),
+    (
+        "vLLM share above 1",
+        put("models", value={"qwen2.5-math-1.5b": {"gpu_memory_utilization": 1.5}}),
+        "models.qwen2.5-math-1.5b.gpu_memory_utilization",
+        ALLOWED,
+    ),
     # duplicates
     ("duplicate run entry", lambda d: d["runs"].append(copy.deepcopy(d["runs"][1])), "runs[2]", "replicate: cut|rerun"),  # noqa: E501
     ("duplicate inside a grid", put("runs", 0, "seed", value=[1, 1]), "runs[0]", "replicate: cut|rerun"),

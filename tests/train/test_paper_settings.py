@@ -147,3 +147,20 @@ def test_cli_analyze_prints_the_summary(tmp_path: Path, capsys: pytest.CaptureFi
     write_jsonl(log)
     assert main(["analyze", str(log), "--N", "96"]) == 0
     assert "Summary" in capsys.readouterr().out
+
+
+def test_the_process_group_waits_out_a_checkpoint_write_on_a_slow_filesystem():
+    """A checkpoint's writes sit between barriers of the actor's process group (each rank: its FSDP shard
+    and its share of the stale sampler, 14 bytes a parameter over the ranks). At 25 MB/s a 7B run's
+    26.7 GB per rank take 18 minutes, past NCCL's default 10: the 7B runs get twice that, the 1.5B runs
+    verl's own 600 s."""
+    from coolsampler.spec.settings import CHECKPOINT_MIN_WRITE_BYTES_PER_S, MODELS, collective_timeout_s
+    from coolsampler.spec.study import parse_key
+    from coolsampler.train.overrides import RunPaths, verl_overrides
+
+    seven = MODELS["qwen2.5-math-7b"]
+    write_s = seven.params_b * 1e9 * 14 / seven.gpus_per_run / CHECKPOINT_MIN_WRITE_BYTES_PER_S
+    assert write_s > 600 and collective_timeout_s(seven.params_b, seven.gpus_per_run) >= 2 * write_s
+    for model, want in (("qwen2.5-math-1.5b", 600), ("qwen2.5-math-7b", 2160)):
+        o = verl_overrides(parse_key(f"{model}/gsm8k/N192_lr2e-6_tis_Tb1_Tl1_s1"), RunPaths("m", "t", "v", "o"))
+        assert f"actor_rollout_ref.nccl_timeout={want}" in o
