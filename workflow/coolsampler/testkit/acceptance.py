@@ -84,10 +84,13 @@ QWEN25_MATH_15B: dict[str, Any] = {
 }
 PAPER_MODEL_REPO = "Qwen/Qwen2.5-Math-1.5B"
 N_STALE = 4  # the staleness run's refresh interval
-# The staleness arm's learning rate: ten times the paper's, so that one refresh cycle moves the learner (and
-# the next snapshot) further than bf16's rounding moves a log-prob, and the sampler-state check can tell
-# two versions apart; eight steps at it change nothing else the checks read.
-STALENESS_LR = 2e-5
+# The staleness arm's learning rate: 50 times the paper's, so that each step of a refresh cycle moves the
+# learner (and the next snapshot) clearly further than rounding moves a log-prob (bf16 on GPU): the drift
+# check needs the learner's distance from its sampler to grow step by step, and the sampler-state check
+# two versions it can tell apart. At 10x (2e-5) the CPU rehearsal model's drift over a cycle stayed at
+# 1e-9-1e-8, within the noise of which prompts a step drew. Eight steps at it change nothing else the
+# checks read: they are about what is held where, not about learning well.
+STALENESS_LR = 1e-4
 TB, TL = 0.8, 1.0  # sampler and learner temperature of every run here
 WARMUP_STEPS = 2  # steps 1-2 include compilation and cache warm-up: not timed
 
