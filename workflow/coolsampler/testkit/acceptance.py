@@ -702,7 +702,7 @@ def sampler_state_checks(res: ArmResult, world: World, platform: str, max_seqs: 
     rows.append(
         Check(
             f"sampler versions told apart ({res.arm.name})",
-            f"own / neighbouring version's mean error: at most {ratio:.2f} over {len(told)} steps",
+            f"own / neighbouring version's mean error: at most {ratio:.2g} over {len(told)} steps",
             ("pass" if apart else "fail") if world.kind != "random" else "info",
             "<= 0.5" + (" (not judged: random weights learn nothing)" if world.kind == "random" else ""),
         )
