@@ -2,7 +2,7 @@
 
 Every module of ``workflow/coolsampler`` is read with ``ast`` (never imported), and every import of a
 package module counts: module-level, function-level and ``TYPE_CHECKING`` ones alike, since each of
-them is a dependency a reader has to follow. The rules (README, "The package"):
+them is a dependency a reader has to follow. The rules (docs/layers.md):
 
 * ``spec``: fixed facts, the temperature grammar, runs, keys, studies, targets. Imports ``spec`` only.
 * ``worker``: code verl runs in its own processes. Imports ``spec`` only (and itself).

@@ -47,7 +47,7 @@ from coolsampler.train import launch  # noqa: E402
 from coolsampler.train.overrides import RunPaths, verl_overrides  # noqa: E402
 from coolsampler.train.platform import PREFORK_ENV, get_platform  # noqa: E402
 
-# the CPU stack's budgets (README, "Where a CPU run's time goes")
+# the CPU stack's budgets (docs/benchmarks.md, "Where a CPU run's time goes")
 BUDGET_STARTUP_S = 30.0
 BUDGET_MEM_GB = 3.0
 BUDGET_STEP_OVER_FLOOR = 5.0

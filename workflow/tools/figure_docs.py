@@ -1,4 +1,4 @@
-"""Write the per-figure documentation pages (workflow/docs/figures/<fig>.md) with an example image.
+"""Write the per-figure documentation pages (docs/figures/<fig>.md, the manual's Figures section) with an example image.
 
     PYTHONPATH=workflow python workflow/tools/figure_docs.py --results results/smoke
     PYTHONPATH=workflow python workflow/tools/figure_docs.py --synthetic   # no trained runs needed
@@ -87,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--paper", default=str(REPO / "config/paper.yaml"))
     ap.add_argument("--results", help="the smoke study's results dir (default: the study's own)")
     ap.add_argument("--synthetic", action="store_true", help="draw from synthetic smoke runs (no training)")
-    ap.add_argument("--out", default=str(REPO / "workflow/docs/figures"))
+    ap.add_argument("--out", default=str(REPO / "docs/figures"))
     args = ap.parse_args(argv)
 
     out = Path(args.out)
@@ -133,8 +133,8 @@ def main(argv: list[str] | None = None) -> int:
         "--results results/smoke` (after `snakemake --cores 2`), or `--synthetic` on a machine that has not trained.",
         "",
     ]
-    (out / "README.md").write_text("\n".join(index))
-    print(f"wrote {out}/README.md and one page per figure (commit {prov.revision})")
+    (out / "index.md").write_text("\n".join(index))
+    print(f"wrote {out}/index.md and one page per figure (commit {prov.revision})")
     return 0
 
 

@@ -121,7 +121,7 @@ def say(msg: str) -> None:
 
 def hub_roots() -> list[Path]:
     """Where an offline Hugging Face hub cache may be: HF_HUB_CACHE, HF_HOME/hub, ~/.cache, ./.cache
-    (the README's docker recipe sets HF_HOME=$PWD/.cache/huggingface)."""
+    (the docker recipe of docs/paper-study.md sets HF_HOME=$PWD/.cache/huggingface)."""
     roots = []
     if os.environ.get("HF_HUB_CACHE"):
         roots.append(Path(os.environ["HF_HUB_CACHE"]))

@@ -287,7 +287,7 @@ def demo_panels(
 
 def write_study_results(study: Any, *, seed: int = 0, k1_noise: float = 0.0007) -> list[str]:
     """Write ``runs/<key>/{metrics.parquet,status.json,run.yaml}`` under ``study.results`` for every
-    run of ``study``, shaped like the smoke study's results (README, "The smoke study"): without the
+    run of ``study``, shaped like the smoke study's results (docs/getting-started.md, "The smoke study"): without the
     correction a long refresh interval collapses late in the second cycle (7/8 of the run), with
     TIS it holds; k1 KL carries batch noise (values <= 0 early in a cycle) and the first run a
     near-zero point. Every ``run.yaml`` says ``synthetic: true``. Returns the keys written.

@@ -1,0 +1,320 @@
+"""The README and the manual (``docs/``, ``mkdocs.yml``) stay true: the site builds strictly, and every
+command line, repository path and module name they show is checked against the repository now.
+
+What counts as a documented command: a line of a ``bash`` code block (``\\`` continuations joined,
+``# ...`` comments dropped) or an inline code span, starting at the first ``coolsampler``,
+``snakemake`` (also ``.venv/bin/...``) or ``python -m coolsampler.cli`` in it, so the commands inside a
+``docker run ... IMAGE`` line count too. How a documented command is made concrete (``concrete``):
+
+- ``[--flag X]`` is an optional part: it is kept, without the brackets, so the option is checked too;
+- ``a|b|c`` in an argument is a choice: the first is taken;
+- placeholders become real values: ``<key>``, ``KEY`` and ``RUN_KEY`` the first run of the paper
+  study, ``STUDY`` and ``FILE`` ``config/paper.yaml``, ``DIR`` a temporary directory, ``SID``
+  ``auto``, ``RESULTS_DIR`` ``results/smoke``.
+
+A ``coolsampler`` command must parse with the CLI's own parser (``coolsampler.cli.build_parser``),
+without running. A ``snakemake`` command must parse with Snakemake's parser, name a profile and a
+config file that exist, and dry-run (``snakemake -n``) in the repository; commands that differ only in
+their targets are dry-run once, with all their targets (``all``, the default target, where one names
+none). ``--unlock`` and ``--report`` are parsed only: neither has a target, and a report needs trained
+runs.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+PAGES = sorted([REPO / "README.md", REPO / "config" / "README.md", *(REPO / "docs").rglob("*.md")])
+PROGRAMS = {"coolsampler", ".venv/bin/coolsampler", "snakemake", ".venv/bin/snakemake"}
+PARSE_ONLY = ("--unlock", "--report")
+ENV = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
+
+
+def _rel(path: Path) -> str:
+    return str(path.relative_to(REPO))
+
+
+# ------------------------------------------------------------------------------------------ extraction
+def _code_lines(text: str) -> list[str]:
+    """Lines of ``bash`` fenced blocks (continuations joined, comments dropped) and inline code spans."""
+    out: list[str] = []
+    blocks = re.findall(r"^```bash\n(.*?)^```", text, flags=re.S | re.M)
+    for block in blocks:
+        for line in block.replace("\\\n", " ").splitlines():
+            line = re.sub(r"\s+#\s.*$", "", line).strip()
+            if line:
+                out.append(line)
+    prose = re.sub(r"^```.*?^```", "", text, flags=re.S | re.M)
+    out += [" ".join(span.split()) for span in re.findall(r"`([^`\n]+(?:\n[^`\n]+)?)`", prose)]
+    return out
+
+
+def _command(line: str) -> list[str] | None:
+    """The command a line shows, from its program on (``coolsampler`` or ``snakemake``), or None."""
+    try:
+        tokens = shlex.split(line)
+    except ValueError:
+        return None
+    for i, tok in enumerate(tokens):
+        if tok in PROGRAMS:
+            return ["snakemake" if tok.endswith("snakemake") else "coolsampler", *tokens[i + 1 :]]
+        if tok == "-m" and tokens[i + 1 : i + 2] == ["coolsampler.cli"]:
+            return ["coolsampler", *tokens[i + 2 :]]
+    return None
+
+
+def documented_commands() -> list[tuple[str, list[str]]]:
+    """(page, command) for every command a page shows, each distinct command once."""
+    seen: dict[tuple[str, ...], str] = {}
+    for page in PAGES:
+        for line in _code_lines(page.read_text()):
+            cmd = _command(line)
+            if cmd and len(cmd) > 1 and tuple(cmd) not in seen:
+                seen[tuple(cmd)] = _rel(page)
+    return [(page, list(cmd)) for cmd, page in seen.items()]
+
+
+COMMANDS = documented_commands()
+
+
+def _paper_key() -> str:
+    sys.path.insert(0, str(REPO / "workflow"))
+    from coolsampler.spec.study import load_study
+
+    return load_study(REPO / "config" / "paper.yaml").runs[0].key
+
+
+def concrete(cmd: list[str], tmp: Path) -> list[str]:
+    """The documented command with its optional parts, choices and placeholders made real (module doc)."""
+    values = {
+        "<key>": _paper_key(),
+        "KEY": _paper_key(),
+        "RUN_KEY": _paper_key(),
+        "STUDY": "config/paper.yaml",
+        "FILE": "config/paper.yaml",
+        "DIR": str(tmp),
+        "SID": "auto",
+        "RESULTS_DIR": "results/smoke",
+    }
+    out = []
+    for tok in cmd:
+        tok = tok.strip("[]")
+        if not tok:
+            continue
+        if "|" in tok and not tok.startswith("--config"):
+            tok = tok.split("|")[0]
+        for name, value in values.items():
+            tok = re.sub(rf"(?<![A-Za-z0-9_]){re.escape(name)}(?![A-Za-z0-9_])", value, tok)
+        out.append(tok)
+    return out
+
+
+# --------------------------------------------------------------------------------------------- the site
+def test_the_site_builds_strictly(tmp_path):
+    """mkdocs build --strict: a broken link or anchor, or a page missing from the nav, fails the build."""
+    res = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "-d", str(tmp_path / "site")],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        env=ENV,
+        timeout=120,
+        check=False,
+    )
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "WARNING" not in res.stderr, res.stderr
+    for page in ("index.html", "reference/study.html", "figures/fig1.html"):
+        assert (tmp_path / "site" / page).is_file(), page
+    assert (tmp_path / "site" / "figures" / "img" / "fig1.png").is_file()
+
+
+def test_the_strict_build_fails_on_a_broken_link(tmp_path):
+    """The strict build is not a formality: the same site with one dead link does not build."""
+    shutil.copytree(REPO / "docs", tmp_path / "docs")
+    shutil.copy(REPO / "mkdocs.yml", tmp_path / "mkdocs.yml")
+    with (tmp_path / "docs" / "claims.md").open("a") as f:
+        f.write("\nSee [the missing page](no-such-page.md).\n")
+    res = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "-d", str(tmp_path / "site")],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env=ENV,
+        timeout=120,
+        check=False,
+    )
+    assert res.returncode != 0 and "no-such-page.md" in res.stderr, res.stderr
+
+
+def test_the_readme_is_a_front_page():
+    """At most 150 lines; the set-up, main and test commands CI and people run stay in it verbatim."""
+    text = (REPO / "README.md").read_text()
+    assert len(text.splitlines()) <= 150
+    for line in (
+        "bash workflow/tools/setup_env.sh ",
+        ".venv/bin/snakemake --cores 2 ",
+        ".venv/bin/python -m pytest ",
+        '.venv/bin/python -m pytest -m "not slow" ',
+    ):
+        assert f"\n{line}" in text, line
+    assert ".venv/bin/python -m pytest" in (REPO / ".ci" / "run").read_text()
+
+
+# ---------------------------------------------------------------------------------- paths and modules
+_PATH_ROOTS = ("workflow/", "config/", "profiles/", "containers/", "patches/", "tests/", "docs/", ".ci/")
+_ROOT_FILES = {"Snakefile", "pyproject.toml", "mkdocs.yml", "README.md", "LICENSE"}
+
+
+def _named_paths() -> list[tuple[str, str]]:
+    out = []
+    for page in PAGES:
+        prose = re.sub(r"^```.*?^```", "", page.read_text(), flags=re.S | re.M)
+        for span in re.findall(r"`([^`\n]+)`", prose):
+            span = span.split("::")[0].rstrip(".,;")
+            if " " in span or "<" in span or "{" in span:
+                continue
+            if span.startswith(_PATH_ROOTS) or span in _ROOT_FILES:
+                out.append((_rel(page), span))
+    return out
+
+
+def test_every_repository_path_the_docs_name_exists():
+    missing = []
+    for page, span in _named_paths():
+        path = span.split("|")[0].rstrip("/")
+        found = bool(list(REPO.glob(path))) if "*" in path else (REPO / path).exists()
+        if not found:
+            missing.append(f"{page}: {span}")
+    assert not missing, missing
+    assert len(_named_paths()) > 50  # the extraction finds the paths the pages name
+
+
+def _defined_names(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text())
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names.add(node.name)
+        elif isinstance(node, ast.Assign):
+            names |= {t.id for t in node.targets if isinstance(t, ast.Name)}
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            names.add(node.target.id)
+    return names
+
+
+def test_every_module_and_name_the_docs_cite_exists():
+    """``coolsampler.a.b[.name]``: the module's file exists, and a name after it is defined there (read
+    with ``ast``, nothing imported)."""
+    pkg = REPO / "workflow"
+    missing, cited = [], 0
+    for page in PAGES:
+        for span in set(re.findall(r"`(coolsampler(?:\.[A-Za-z_][A-Za-z0-9_]*)+)`", page.read_text())):
+            cited += 1
+            parts = span.split(".")
+            for n in range(len(parts), 0, -1):
+                base = pkg.joinpath(*parts[:n])
+                module = base.with_suffix(".py") if base.with_suffix(".py").is_file() else base / "__init__.py"
+                if module.is_file():
+                    rest = parts[n:]
+                    if rest and rest[0] not in _defined_names(module):
+                        missing.append(f"{_rel(page)}: {span} ({rest[0]} not in {_rel(module)})")
+                    break
+            else:
+                missing.append(f"{_rel(page)}: {span} (no such module)")
+    assert not missing, missing
+    assert cited > 30
+
+
+# ------------------------------------------------------------------------------------------- commands
+def test_commands_are_found():
+    """The extraction sees the commands the pages show (a regex gone wrong would test nothing)."""
+    shown = {" ".join(c[:2]) for _, c in COMMANDS}
+    assert {"coolsampler plan", "coolsampler overrides", "coolsampler acceptance", "coolsampler figures"} <= shown
+    assert sum(c[0] == "snakemake" for _, c in COMMANDS) >= 8
+
+
+@pytest.mark.parametrize(
+    "page,cmd",
+    [c for c in COMMANDS if c[1][0] == "coolsampler"],
+    ids=lambda x: " ".join(x) if isinstance(x, list) else x,
+)
+def test_documented_coolsampler_command_parses(page, cmd, tmp_path, capsys):
+    sys.path.insert(0, str(REPO / "workflow"))
+    from coolsampler.cli import build_parser
+
+    argv = concrete(cmd, tmp_path)[1:]
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as e:  # --version prints and exits 0; a parse error exits 2
+        assert e.code == 0 and argv == ["--version"], f"{page}: {' '.join(cmd)}: {capsys.readouterr().err}"
+        return
+    assert callable(args.func)
+    for name in ("study", "results"):
+        value = getattr(args, name, None)
+        if value and not str(value).startswith(("results", "/data", str(tmp_path))):
+            assert (REPO / str(value)).exists(), f"{page}: {' '.join(cmd)}: no {value}"
+
+
+def _snakemake_groups() -> dict[tuple, tuple[list[str], list[str]]]:
+    """Documented snakemake commands grouped by what they run (profile, config file, --config):
+    group -> (targets, pages)."""
+    from snakemake.cli import get_argument_parser
+
+    parser = get_argument_parser()
+    groups: dict[tuple, tuple[list[str], list[str]]] = {}
+    for page, cmd in COMMANDS:
+        if cmd[0] != "snakemake" or any(flag in cmd for flag in PARSE_ONLY):
+            continue
+        args = parser.parse_args(concrete(cmd, Path("/tmp"))[1:])
+        key = (
+            tuple(args.profile or ()) if isinstance(args.profile, list) else (args.profile,) if args.profile else (),
+            tuple(str(c) for c in args.configfile or ()),
+            tuple(args.config or ()),
+        )
+        targets, pages = groups.setdefault(key, ([], []))
+        for t in args.targets or ["all"]:
+            if t not in targets:
+                targets.append(t)
+        pages.append(page)
+    return groups
+
+
+def test_documented_snakemake_commands_parse():
+    from snakemake.cli import get_argument_parser
+
+    parser = get_argument_parser()
+    shown = [c for c in COMMANDS if c[1][0] == "snakemake"]
+    for page, cmd in shown:
+        args = parser.parse_args(concrete(cmd, Path("/tmp"))[1:])
+        for profile in args.profile or () if isinstance(args.profile, list) else [args.profile] if args.profile else []:
+            assert (REPO / profile).is_dir(), f"{page}: {' '.join(cmd)}: no profile {profile}"
+        for config in args.configfile or ():
+            assert (REPO / config).is_file(), f"{page}: {' '.join(cmd)}: no {config}"
+    assert any(flag in cmd for _, cmd in shown for flag in PARSE_ONLY)
+
+
+SNAKEMAKE_GROUPS = _snakemake_groups()
+
+
+@pytest.mark.parametrize("group", list(SNAKEMAKE_GROUPS), ids=lambda g: " ".join([*g[0], *g[1], *g[2]]) or "default")
+def test_documented_snakemake_targets_dry_run(group):
+    targets, pages = SNAKEMAKE_GROUPS[group]
+    profile, configfile, config = group
+    argv = [sys.executable, "-m", "snakemake", "-n", "--nolock"]
+    argv += [a for p in profile for a in ("--profile", p)]
+    argv += [f"--configfile={c}" for c in configfile]
+    argv += targets
+    argv += ["--config", *config] if config else []
+    res = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=300, check=False)
+    assert res.returncode == 0, (sorted(set(pages)), argv, res.stderr[-3000:])
+    assert "This was a dry-run" in res.stdout + res.stderr
