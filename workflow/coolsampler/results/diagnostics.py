@@ -196,8 +196,8 @@ def diagnostic_lead(metrics: pd.DataFrame | None, d: Diagnostic, threshold: floa
 
 
 LEAD_COLUMNS = [
-    "key", "onset", "diagnostic", "label", "column", "reads", "condition", "threshold", "chosen", "step", "lead",
-    "logged_steps",
+    "key", "onset", "validations", "diagnostic", "label", "column", "reads", "condition", "threshold", "chosen",
+    "step", "lead", "logged_steps",
 ]  # fmt: skip
 
 
@@ -205,9 +205,11 @@ def run_leads(key: str, metrics: pd.DataFrame | None, diagnostics: Sequence[Diag
     """One row per diagnostic and threshold of ``d.sensitivity`` for one run (``LEAD_COLUMNS``).
 
     ``step``: the first crossing (None: never, or not logged: ``logged_steps`` 0); ``lead``: onset -
-    step (None without an onset or a crossing); ``chosen``: the threshold the diagnostic is read at.
+    step (None without an onset or a crossing); ``chosen``: the threshold the diagnostic is read at;
+    ``validations``: the run's validation points (0: neither degraded nor stable, it cannot be judged).
     """
     onset = onset_of(metrics)
+    validations = int(len(A.validation(metrics)))
     rows = []
     for d in diagnostics:
         n = logged_steps(metrics, d.column)
@@ -217,6 +219,7 @@ def run_leads(key: str, metrics: pd.DataFrame | None, diagnostics: Sequence[Diag
                 {
                     "key": key,
                     "onset": onset,
+                    "validations": validations,
                     "diagnostic": d.name,
                     "label": d.label,
                     "column": d.column,
@@ -262,6 +265,12 @@ def degraded(table: pd.DataFrame) -> pd.DataFrame:
     return table[table["onset"].notna()] if len(table) else table
 
 
+def stable(table: pd.DataFrame) -> pd.DataFrame:
+    """The rows of the runs that were validated and do not degrade (a run without validation points
+    is neither: it cannot be judged)."""
+    return table[table["onset"].isna() & (table["validations"] > 0)] if len(table) else table
+
+
 def earliest(table: pd.DataFrame) -> dict[str, list[str]]:
     """Run key -> the diagnostics whose chosen-threshold crossing comes first in that run (ties: all
     of them), over the diagnostics that crossed; [] for a run where none crossed."""
@@ -293,13 +302,15 @@ def lead_summary(table: pd.DataFrame, diagnostics: Sequence[Diagnostic] = DIAGNO
     if table.empty:
         return pd.DataFrame(columns=SUMMARY_COLUMNS)
     bad = degraded(table)
-    stable = table[table["onset"].isna()]
+    calm_runs = stable(table)
     first = earliest(bad)
     for d in diagnostics:
         mine = bad[bad["diagnostic"] == d.name]
         at = mine[mine["chosen"] & (mine["logged_steps"] > 0)]
         leads = at["lead"].dropna().astype(int)
-        calm = stable[(stable["diagnostic"] == d.name) & stable["chosen"] & (stable["logged_steps"] > 0)]
+        calm = calm_runs[
+            (calm_runs["diagnostic"] == d.name) & calm_runs["chosen"] & (calm_runs["logged_steps"] > 0)
+        ]
         per_t = []
         for t in d.sensitivity:
             rows_t = mine[np.isclose(mine["threshold"].to_numpy(dtype="float64"), t) & (mine["logged_steps"] > 0)]
@@ -349,4 +360,5 @@ __all__ = [
     "reading",
     "rolling_median",
     "run_leads",
+    "stable",
 ]

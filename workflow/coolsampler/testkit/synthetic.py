@@ -134,7 +134,7 @@ def diagnostic_columns(kl: np.ndarray, correction: str, rng: np.random.Generator
         "probs_diff_std": np.clip(0.15 * kl, 0.0, 1.0),
     }
     if not tis:
-        for col in ("is_ess", "is_mean", "is_std", "is_max", "is_min", "is_low_frac"):
+        for col in ("is_ess", "is_mean", "is_std", "is_max", "is_min", "is_low_frac", "is_cap_frac"):
             out[col] = np.full(n, np.nan)
     return out
 
