@@ -18,7 +18,7 @@ import pytest
 
 from coolsampler.results import diagnostics as D
 from coolsampler.results.metrics import log1p_bound, parse_jsonl
-from coolsampler.spec.metrics_schema import COLUMNS, DIAGNOSTICS, LOG1P_OF
+from coolsampler.spec.metrics_schema import COLUMNS, DIAGNOSTIC_COLUMNS, LOG1P_OF
 from coolsampler.testkit.synthetic import make_metrics
 
 VAL = "val-core/arith/acc/mean@1"
@@ -77,7 +77,7 @@ def test_every_diagnostic_is_parsed_under_its_schema_name(tmp_path: Path) -> Non
     df, status = parse(write_log(tmp_path / "t.jsonl", **VERL_DIAGNOSTICS))
     assert status.complete, status.problems
     row = df[df.step == 3].iloc[0]
-    for col in DIAGNOSTICS:
+    for col in DIAGNOSTIC_COLUMNS:
         if col in LOG1P_OF:
             continue
         key = COLUMNS[col][2][0]
@@ -87,7 +87,7 @@ def test_every_diagnostic_is_parsed_under_its_schema_name(tmp_path: Path) -> Non
     assert row["rkl_bound_token"] == pytest.approx(math.log1p(8.898834228515625))
     assert row["rkl_bound_seq"] == pytest.approx(math.log1p(29.214160919189453))
     # every diagnostic has a meaning and is a float column
-    assert all(COLUMNS[c][0] == "float64" and len(COLUMNS[c][1]) > 20 for c in DIAGNOSTICS)
+    assert all(COLUMNS[c][0] == "float64" and len(COLUMNS[c][1]) > 20 for c in DIAGNOSTIC_COLUMNS)
 
 
 def test_mu_grpo_logs_the_mismatch_metrics_under_actor(tmp_path: Path) -> None:
@@ -104,7 +104,7 @@ def test_a_log_without_diagnostics_parses_as_before(tmp_path: Path) -> None:
     df, status = parse(write_log(tmp_path / "t.jsonl"))
     assert status.complete and status.problems == []
     assert list(df.columns) == list(COLUMNS)
-    for col in DIAGNOSTICS:
+    for col in DIAGNOSTIC_COLUMNS:
         assert df[col].isna().all(), col
     no_is = {k: v for k, v in VERL_DIAGNOSTICS.items() if k not in IS_KEYS}
     df, status = parse(write_log(tmp_path / "u.jsonl", **no_is))
@@ -235,7 +235,7 @@ def test_a_diagnostic_the_log_lacks_is_not_logged_not_never() -> None:
 def test_the_synthetic_worlds_carry_every_diagnostic() -> None:
     """make_metrics draws them from its KL: a collapsing run's bound crosses before its onset."""
     m = make_metrics(192, 300, 10, 1.0, collapse_at=190, seed=3)
-    assert all(m[c].notna().all() for c in DIAGNOSTICS)
+    assert all(m[c].notna().all() for c in DIAGNOSTIC_COLUMNS)
     assert D.diagnostic_lead(m, D.diagnostic("rkl_token")) > D.diagnostic_lead(m, D.diagnostic("kl")) > 0
     none = make_metrics(96, 300, 10, 0.8, collapse_at=150, correction="none")
     assert none["is_ess"].isna().all() and none["chi2_token"].notna().all()

@@ -3,7 +3,7 @@
 The paper reads the learner-sampler KL (forward, k1 on the sampler's samples) against the validation
 curve: Table 2 lists, for every run that degrades under the Section 2 criteria, the first step with
 KL > 1 nat and its lead over the onset (positive: the KL crossed first). verl logs more than that on
-every step (``coolsampler.spec.metrics_schema.DIAGNOSTICS``): chi^2 of the learner to the sampler
+every step (``coolsampler.spec.metrics_schema.DIAGNOSTIC_COLUMNS``): chi^2 of the learner to the sampler
 (the other direction; log(1 + chi^2) bounds the learner's reverse KL), the effective sample size and
 extremes of the IS weights, the per-response log-perplexity gap and the per-token probability gap.
 This module asks each of them the same question: the first step at which it crosses its threshold,

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from coolsampler.spec.metrics_schema import ABSENT, COLUMNS, DIAGNOSTICS, LOG1P_OF, REQUIRED, RunStatus, pick
+from coolsampler.spec.metrics_schema import ABSENT, COLUMNS, DIAGNOSTIC_COLUMNS, LOG1P_OF, REQUIRED, RunStatus, pick
 
 
 class MetricsError(ValueError):
@@ -155,7 +155,7 @@ def parse_jsonl(
     # rows, say so. val_acc is sparse by design; its gaps are the validation check below. The
     # staleness diagnostics describe a run without measuring it: their gaps leave the log whole.
     for col in COLUMNS:
-        if col in DIAGNOSTICS:
+        if col in DIAGNOSTIC_COLUMNS:
             continue
         miss = absent.get(col, [])
         if col not in ("step", "val_acc") and miss and len(miss) < n_train:

@@ -169,7 +169,7 @@ LOG1P_OF: dict[str, str] = {"rkl_bound_token": "chi2_token", "rkl_bound_seq": "c
 # The staleness diagnostics beyond the KL. Logs that lack them parse as before (the column is NaN);
 # a step that lacks one or logged it as NaN does not make the log incomplete (RunStatus): they
 # describe the run, they do not measure it, and the lead table says over how many steps each was read.
-DIAGNOSTICS: tuple[str, ...] = (
+DIAGNOSTIC_COLUMNS: tuple[str, ...] = (
     "chi2_token", "chi2_seq", "rkl_bound_token", "rkl_bound_seq", "is_ess", "is_mean", "is_std", "is_max",
     "is_min", "is_low_frac", "log_ppl_diff", "log_ppl_abs_diff", "log_ppl_diff_max", "log_ppl_diff_min",
     "probs_diff_max", "probs_diff_mean", "probs_diff_std",

@@ -99,7 +99,7 @@ SPIKE_P = 0.1  # share of steps whose chi^2 a few tokens dominate (the smoke stu
 
 
 def diagnostic_columns(kl: np.ndarray, correction: str, rng: np.random.Generator) -> dict[str, np.ndarray]:
-    """verl's other staleness diagnostics, following a forward KL per token ``kl`` (metrics_schema.DIAGNOSTICS).
+    """verl's other staleness diagnostics, following a forward KL per token ``kl`` (metrics_schema.DIAGNOSTIC_COLUMNS).
 
     For a log-ratio log(pi/q) roughly Gaussian with variance s^2, KL(q || pi) = s^2 / 2 and
     chi^2(pi || q) = e^(s^2) - 1, so log(1 + chi^2) is about twice the KL: the reverse-KL bound
