@@ -43,7 +43,7 @@ def test_analyze_a_results_directory_prints_the_lead_table_of_its_degraded_runs(
     # the paper's KL row with its threshold range, and the IS weights not logged without a correction
     assert "| forward KL k1 (the paper's) | per step | > 1 nat |" in out
     block = out.split(f"### `{degraded[0]}`")[1].split("###")[0]
-    assert re.search(r"\| IS effective sample size \| median of 5 steps \| < 0.5 \| not logged \|", block)
+    assert re.search(r"\| IS effective sample size \| median of 5 steps \| 0 \| < 0.5 \| not logged \|", block)
     assert re.search(r"0\.5: [+-]?\w+ · 1: [+-]?\w+ · 2: [+-]?\w+", block)
 
 
@@ -97,5 +97,5 @@ def test_analyze_a_users_jsonl_with_the_diagnostics(tmp_path: Path, capsys) -> N
     # onset 70; chi^2's bound log(1 + 20) = 3 nats from step 50, through the median from step 52: +18;
     # the KL per step from step 80: -10
     assert "onset at step 70; first to cross: reverse-KL bound log(1+chi2_token)" in out
-    assert "| reverse-KL bound log(1+chi2_token) | median of 5 steps | > 1 nat | 52 | +18 |" in out
-    assert "| forward KL k1 (the paper's) | per step | > 1 nat | 80 | -10 |" in out
+    assert "| reverse-KL bound log(1+chi2_token) | median of 5 steps | 100 | > 1 nat | 52 | +18 |" in out
+    assert "| forward KL k1 (the paper's) | per step | 100 | > 1 nat | 80 | -10 |" in out

@@ -86,6 +86,7 @@ def run_display(table: pd.DataFrame, key: str) -> pd.DataFrame:
             {
                 "diagnostic": chosen["label"],
                 "reads": chosen["reads"],
+                "steps logged": str(n),
                 "crosses": chosen["condition"],
                 "first step": _step_text(chosen["step"], n),
                 "lead": lead_text(chosen["lead"], chosen["step"], n),
