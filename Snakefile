@@ -32,6 +32,8 @@ smoke study's `results/smoke`; S = `results`, shared by every study; D = `data_d
     R/fig<1-8>.pdf|.png                                                figures (rule figure)
     R/table<1-4>.csv|.tex|.md|.html                                    tables (rule table)
     R/runs/<key>/curves.png                                            one run at a glance, for the report (rule run_curves)
+    R/runs/<key>/diagnostics.png                                       its staleness diagnostics (rule run_diagnostics)
+    R/diagnostic_leads.md|csv|html                                     which diagnostic warns first (rule diagnostic_leads)
     R/logs/<rule>/...                                                  logs of the analysis rules
     R/rehearsal/...                                                    the study's rehearsal (rule rehearsal): the
                                                                        same scheme below it, and rehearsal.md
@@ -101,4 +103,6 @@ rule all:
     input:
         study_targets(),
         run_curve_targets(),
+        run_diagnostic_targets(),
         claims_targets(),
+        leads_targets(),

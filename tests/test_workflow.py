@@ -96,6 +96,14 @@ def test_dry_run_every_paper_target(target):
     assert jobs(res.stdout, "train"), target
 
 
+def test_the_paper_lead_table_reads_the_runs_that_exist_and_never_trains():
+    """On the gpu platform rule diagnostic_leads reads the metrics tables that exist (none in this checkout),
+    as rule claims does: building the lead table never starts a GPU run."""
+    res = snakemake("-n", "--configfile=config/paper.yaml", "results/diagnostic_leads.html")
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert jobs(res.stdout, "diagnostic_leads") and not jobs(res.stdout, "train") and not jobs(res.stdout, "parse")
+
+
 def test_bad_study_stops_before_any_job(tmp_path):
     study = yaml.safe_load((REPO / "config/config.yaml").read_text())
     study["runs"][0]["Tb"] = [1.0, 0]

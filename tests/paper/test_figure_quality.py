@@ -188,9 +188,9 @@ def test_tables_are_written_as_html_with_rounded_numbers(smoke: Any, tmp_path: P
 @pytest.mark.timeout(600)
 def test_snakemake_report_from_existing_runs(tmp_path: Path) -> None:
     """The HTML report of a small study drawn from run directories alone (no training: only the
-    figure, table, run_curves and claims rules may run): categories, captions, tables as tables, per-run
-    curves with their status, and the claims the default target now builds. Slow (about a minute on 2
-    busy cores: every job starts Python)."""
+    figure, table, run_curves, run_diagnostics, claims and diagnostic_leads rules may run): categories,
+    captions, tables as tables, per-run curves and diagnostics with their status, the claims and the lead
+    table the default target now builds. Slow (about a minute on 2 busy cores: every job starts Python)."""
     import subprocess
     import sys
 
@@ -206,7 +206,7 @@ def test_snakemake_report_from_existing_runs(tmp_path: Path) -> None:
     (tmp_path / "tiny.yaml").write_text(yaml.safe_dump(raw))
     write_study_results(load_study(tmp_path / "tiny.yaml", results=tmp_path / "results/tinyreport"))
     args = [sys.executable, "-m", "snakemake", "--configfile=tiny.yaml", "--allowed-rules", "figure", "table"]
-    args += ["run_curves", "claims", "claims_html", "all"]
+    args += ["run_curves", "run_diagnostics", "claims", "claims_html", "diagnostic_leads", "all"]
 
     def smk(*extra: str) -> subprocess.CompletedProcess:
         return subprocess.run([*args, *extra], cwd=tmp_path, capture_output=True, text=True, timeout=500)
@@ -216,11 +216,12 @@ def test_snakemake_report_from_existing_runs(tmp_path: Path) -> None:
     res = smk("--report", "results/tinyreport/report.html")
     assert res.returncode == 0, res.stderr[-3000:]
     html = (tmp_path / "results/tinyreport/report.html").read_text(errors="replace")
-    for category in ('"Figures"', '"Tables"', '"Runs"', '"Claims"'):
+    for category in ('"Figures"', '"Tables"', '"Runs"', '"Claims"', '"Diagnostics"'):
         assert category in html, category
     assert "coolsampler: study" in html  # the workflow description
     assert "Figure 1: finite safe staleness" in html and "panel (b)" in html  # a figure's caption
     assert "table4.html" in html and "curves.png" in html and "claims.html" in html
+    assert "diagnostics.png" in html and "diagnostic_leads.html" in html  # each run's diagnostics, the lead table
     assert "complete (64/64 steps)" in html and NO_IMAGE in html  # a run's labels
 
 

@@ -55,7 +55,7 @@ def _verl_log(metrics: pd.DataFrame, path: Path) -> Path:
         data: dict[str, Any] = {}
         for col, (_dtype, _meaning, sources) in COLUMNS.items():
             v = getattr(row, col)
-            if isinstance(v, float) and math.isnan(v):
+            if (isinstance(v, float) and math.isnan(v)) or not sources:  # no key: the parser derives it
                 continue
             key = VAL_KEY if col == "val_acc" else sources[0]
             data[key] = v.item() if isinstance(v, np.generic) else v

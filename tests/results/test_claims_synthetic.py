@@ -59,6 +59,12 @@ def test_claim_reproduces_at_the_paper_value_and_differs_shifted(cid: str) -> No
     assert set(at_paper) == set(PLAN[cid])
     assert all(rd.status.complete for rd in at_paper.values())
     r = C.evaluate_claim(CLAIMS, c, at_paper, RUNS)
+    if c.get("reported"):  # no paper value: the value is shown, never judged
+        want = S.default(c["quantity"]["fn"], RUNS[0], c["quantity"].get("args") or {})
+        assert r.verdict == "reported" and r.value == [want] * len(at_paper), (cid, C.fmt(r.value), r.reason)
+        with pytest.raises(S.Unconstructible, match="reported, not asserted"):
+            S.shifted(c, RUNS)
+        return
     assert r.verdict == "reproduced", (cid, C.fmt(r.value), C.fmt_paper(c["paper"]), r.reason)
 
     off = S.shifted(c, RUNS)
@@ -70,6 +76,8 @@ def test_claim_reproduces_at_the_paper_value_and_differs_shifted(cid: str) -> No
 def test_shifted_values_leave_the_tolerance() -> None:
     """The shift itself: every number of it is outside the paper's value +- tolerance."""
     for c in CLAIMS.claims:
+        if c.get("reported"):
+            continue
         p, off, tol = c["paper"], S.shifted(c, RUNS), c["tolerance"]
         if c["quantity"]["reduce"] == "count" or isinstance(p, (bool, str)) or p is None:
             assert off != p, c["id"]
@@ -158,7 +166,8 @@ def test_claims_report_from_paper_valued_run_directories(tmp_path: Path) -> None
     (metrics.parquet + status.json), read back by ``coolsampler claims`` (``claims_text``) with that
     claim, and the results written as one report: every verdict ``reproduced``."""
     results: list[C.Result] = []
-    for i, c in enumerate(CLAIMS.claims):
+    asserted = [c for c in CLAIMS.claims if not c.get("reported")]  # reported ones: the test below
+    for i, c in enumerate(asserted):
         if c["id"] in UNCONSTRUCTIBLE:
             continue
         paths = []
@@ -173,7 +182,7 @@ def test_claims_report_from_paper_valued_run_directories(tmp_path: Path) -> None
     budget = C.staleness_budget([], {})
     C.write_report(results, budget, "paper-valued synthetic", out / "claims.md", out / "claims.csv")
     df = pd.read_csv(out / "claims.csv")
-    assert len(df) == len(CLAIMS.claims) - len(UNCONSTRUCTIBLE)
+    assert len(df) == len(asserted) - len(UNCONSTRUCTIBLE)
     assert set(df.verdict) == {"reproduced"}, df[df.verdict != "reproduced"][["id", "paper", "ours"]]
     md = (out / "claims.md").read_text()
     assert f"{len(df)} claims: reproduced **{len(df)}**, differs **0**" in md
@@ -197,3 +206,43 @@ def test_cli_writes_claims_md_for_a_paper_valued_world(tmp_path: Path) -> None:
     assert main(["claims", *paths, "--claims", str(f), "--out", str(tmp_path / "rep")]) == 0
     df = pd.read_csv(tmp_path / "rep" / "claims.csv")
     assert list(df.verdict) == ["reproduced"] and df.ours[0] == "179 / 171 / 181"
+
+
+def test_a_reported_claim_lists_the_leads_of_the_degrading_runs_only(tmp_path: Path) -> None:
+    """A reported claim through the command line's code path: its world written as run directories, one
+    run changed to degrade without its diagnostic crossing and one to stay stable; the verdict is
+    ``reported``, never judged, and the value lists the degrading runs' leads (a stable run has none)."""
+    c = _claim("diag-lead-rkl-token")
+    assert c["reported"] and "paper" not in c and c["quantity"]["reduce"] == "degrading"
+    runs = [r for r in RUNS if r.model == "qwen2.5-math-1.5b" and r.task == "gsm8k" and r.N == 192][:4]
+    world = S.world(C.Claims(CLAIMS.filters, [c]), c, runs)
+    silent, calm = runs[1].key, runs[2].key
+    world[silent] = C.RunData(runs[1], S.shape(runs[1], "diag_lead", None, {"diagnostic": "rkl_token"}),
+                              world[silent].status)  # fmt: skip
+    world[calm] = C.RunData(runs[2], S.shape(runs[2], "onset", None, {}), world[calm].status)
+    paths = []
+    for key, rd in world.items():
+        d = tmp_path / "runs" / key
+        write_metrics(rd.metrics, rd.status, d / "metrics.parquet", d / "status.json")
+        paths.append(str(d))
+    text, (res, _) = claims_text(C.Claims(CLAIMS.filters, [c]), paths)
+    (r,) = res
+    order = [k for k in sorted(world, key=lambda k: (world[k].run.seed, world[k].run.key)) if k != calm]
+    want = {k: (None if k == silent else 10) for k in order}
+    assert r.verdict == "reported" and r.value == [want[k] for k in order], (r.value, text)
+    assert "reported" in text and "paper reported, not asserted" in text
+    out = tmp_path / "rep"
+    C.write_report(res, C.staleness_budget([], {}), "s", out / "claims.md", out / "claims.csv")
+    df = pd.read_csv(out / "claims.csv")
+    assert list(df.verdict) == ["reported"] and df.paper[0] == "reported, not asserted"
+    assert "reported **1**" in (out / "claims.md").read_text()
+
+
+def test_reported_claims_cover_every_diagnostic_and_state_no_paper_value() -> None:
+    from coolsampler.results.diagnostics import DIAGNOSTICS
+
+    reported = [c for c in CLAIMS.claims if c.get("reported")]
+    assert {c["quantity"]["args"]["diagnostic"] for c in reported} == {d.name for d in DIAGNOSTICS}
+    assert all("paper" not in c and "tolerance" not in c and c["quantity"]["fn"] == "diag_lead" for c in reported)
+    # the paper's own forward-KL claims stay asserted
+    assert not _claim("s31-kl-precedes-collapse").get("reported") and not _claim("s4-lead-uncooled").get("reported")

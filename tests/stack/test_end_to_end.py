@@ -28,11 +28,14 @@ def test_end_to_end_smoke_study(tmp_path):
     env_args = ["--configfile=tiny.yaml", "--cores", "2"]
 
     curves = "results/tiny/runs/toy-qwen2/arith/N2_lr1e-4_tis_Tb0.8_Tl1_s1_st4_v2/curves.png"  # for the report
-    # the claims pages too: the default target builds them on the cpu platform, so the report lists them
-    claims = ["results/tiny/claims.html", "results/tiny/staleness_budget.html"]
+    diagnostics = curves.replace("curves.png", "diagnostics.png")
+    # the claims pages and the lead table too: the default target builds them on the cpu platform, so the
+    # report lists them (a page marked for the report must exist)
+    claims = ["results/tiny/claims.html", "results/tiny/staleness_budget.html", "results/tiny/diagnostic_leads.html"]
     res = snakemake(
-        *env_args, "results/tiny/fig1.pdf", "results/tiny/table4.csv", curves, *claims, cwd=work, timeout=1100
-    )
+        *env_args, "results/tiny/fig1.pdf", "results/tiny/table4.csv", curves, diagnostics, *claims,
+        cwd=work, timeout=1100,
+    )  # fmt: skip
     assert res.returncode == 0, res.stderr[-4000:]
     run_dir = work / "results/tiny/runs/toy-qwen2/arith/N2_lr1e-4_tis_Tb0.8_Tl1_s1_st4_v2"
     assert (run_dir / "metrics.parquet").exists()
@@ -42,6 +45,18 @@ def test_end_to_end_smoke_study(tmp_path):
     assert list(m.step) == [0, 1, 2, 3, 4]
     assert list(m.staleness[1:]) == [0, 1, 0, 1]
     assert m.val_acc.notna().sum() == 3  # steps 0, 2, 4
+    # verl's other staleness diagnostics, under the names the parser reads (a TIS run logs them all)
+    for col in ("chi2_token", "chi2_seq", "rkl_bound_token", "is_ess", "is_std", "log_ppl_abs_diff", "probs_diff_mean"):
+        assert m[col][1:].notna().all(), col
+    assert ((m.is_ess[1:] > 0) & (m.is_ess[1:] <= 1)).all() and (m.chi2_token[1:] > -1).all()
+    assert (work / diagnostics).stat().st_size > 10_000
+    # coolsampler analyze on the results directory: the run read from its real log, the lead table's question
+    # asked (4 steps cannot degrade: Section 2 counts onsets after step 30)
+    from coolsampler.cli.analyze import analyze_report
+
+    report = analyze_report([str(work / "results/tiny")])
+    assert not report.errors and report.text.count("== ") == 1 and "train.jsonl" in report.text
+    assert "No run degrades under the Section 2 criteria (1 stable)" in report.text
     assert "step 4/4" in (run_dir / "train.log").read_text()  # progress in the job's log
     assert (work / "results/tiny/fig1.png").stat().st_size > 1000
 

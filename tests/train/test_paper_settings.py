@@ -126,7 +126,7 @@ def test_cli_overrides_rejects_a_key_not_in_the_study(capsys: pytest.CaptureFixt
 def write_jsonl(path: Path, N: int = 96, steps: int = 120) -> None:
     """A verl-style JSONL log from a synthetic metrics table (one source name per column)."""
     df = make_metrics(N, steps=steps)
-    names = {c: src[0].replace("*", "x") for c, (_t, _m, src) in COLUMNS.items() if c != "step"}
+    names = {c: src[0].replace("*", "x") for c, (_t, _m, src) in COLUMNS.items() if c != "step" and src}
     with path.open("w") as f:
         for row in df.to_dict("records"):
             data = {names[c]: row[c] for c in names if c in row and row[c] == row[c]}

@@ -295,6 +295,10 @@ def test_figures_command_draws_everything_from_run_directories_alone(tmp_path):
     for name in ("fig1.pdf", "fig1.png", "fig6.pdf", "table1.md", "table2.csv", "table4.tex", "claims.md"):
         assert (smoke / name).stat().st_size > 0, name
     assert (smoke / "report.html").stat().st_size > 10_000
+    # each present run's staleness diagnostics, and the study's lead table
+    assert all((smoke / "runs" / k / "diagnostics.png").stat().st_size > 10_000 for k in keys[1:])
+    assert not (smoke / "runs" / keys[0]).exists()
+    assert "Staleness diagnostics against the onset" in (smoke / "diagnostic_leads.md").read_text()
     assert "rule train:" not in out and "localrule parse:" not in out  # drawn, nothing trained or parsed
     assert keys[0] in out  # the missing run is named
     assert "missing" in (smoke / "logs/figure/fig1.log").read_text()

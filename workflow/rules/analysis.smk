@@ -88,7 +88,9 @@ rule run_curves:
             caption="../report/run.rst",
             category="Runs",
             subcategory=lambda wc: wc.key.rsplit("/", 1)[0],
-            labels=lambda wc, input: run_labels(input.status, input.settings),
+            labels=lambda wc, input: run_labels(
+                input.status, input.settings, "curves"
+            ),
         ),
     log:
         "{root}/runs/{key}/curves.log",
@@ -98,6 +100,59 @@ rule run_curves:
         settings=lambda wc: settings_text(run_of(wc).settings()),
     script:
         "../scripts/run_curves.py"
+
+
+# One run's staleness diagnostics for the report (category Runs, beside its curves): every diagnostic
+# verl logs against the validation accuracy, the onset and each one's first crossing
+# (coolsampler.paper.diagnostics; the numbers: coolsampler.results.diagnostics).
+rule run_diagnostics:
+    input:
+        metrics="{root}/runs/{key}/metrics.parquet",
+        status="{root}/runs/{key}/status.json",
+        settings="{root}/runs/{key}/run.yaml",
+        code=RUN_DIAGNOSTICS_CODE,
+    output:
+        report(
+            "{root}/runs/{key}/diagnostics.png",
+            caption="../report/run_diagnostics.rst",
+            category="Runs",
+            subcategory=lambda wc: wc.key.rsplit("/", 1)[0],
+            labels=lambda wc, input: run_labels(
+                input.status, input.settings, "diagnostics"
+            ),
+        ),
+    log:
+        "{root}/runs/{key}/diagnostics.log",
+    localrule: True
+    params:
+        study=lambda wc: root_of(wc).study.name,
+        settings=lambda wc: settings_text(run_of(wc).settings()),
+    script:
+        "../scripts/run_diagnostics.py"
+
+
+# Which staleness diagnostic warns first: for every degraded run of the study, each diagnostic's first
+# crossing of its threshold and its lead over the onset, over a range of thresholds (category Diagnostics).
+rule diagnostic_leads:
+    input:
+        unpack(leads_inputs),
+    output:
+        md=f"{R}/diagnostic_leads.md",
+        csv=f"{R}/diagnostic_leads.csv",
+        html=report(
+            f"{R}/diagnostic_leads.html",
+            caption="../report/leads.rst",
+            category="Diagnostics",
+            labels={"table": "diagnostic leads"},
+        ),
+    log:
+        f"{R}/logs/diagnostic_leads/diagnostic_leads.log",
+    localrule: True
+    params:
+        study=STUDY.name,
+        settings={r.key: r.settings() for r in STUDY.runs},
+    script:
+        "../scripts/diagnostic_leads.py"
 
 
 # The study's rehearsal: every arm trained for a few steps on the CPU stack, parsed, and every figure and

@@ -266,6 +266,8 @@ def _code(script, roots=()):
 
 PARSE_CODE = _code("parse.py")
 RUN_CURVES_CODE = _code("run_curves.py")
+RUN_DIAGNOSTICS_CODE = _code("run_diagnostics.py")
+LEADS_CODE = _code("diagnostic_leads.py")
 CLAIMS_CODE = _code("claims.py") + [
     f"{workflow.basedir}/workflow/coolsampler/spec/schemas/claims.schema.yaml"
 ]
@@ -318,15 +320,49 @@ def target_panels(wildcards):
 
 
 # ---- the report (rule run_curves, captions in workflow/report) ----------------------------------
-def run_curve_targets(root=R):
-    """Every run's curves.png (the report's Runs category)."""
+def run_figure_targets(root=R, name="curves.png"):
+    """Every run's figure ``name`` for the report's Runs category (curves.png, diagnostics.png)."""
     x = ROOTS[root]
     runs = x.study.runs
     if (
         ANALYSIS_ONLY
-    ):  # a run that is not there has no curves to draw (it is listed as missing)
+    ):  # a run that is not there has nothing to draw (it is listed as missing)
         runs = [r for r in runs if trained(x.layout, r.key)]
-    return [x.layout.run_file(r.key, "curves.png") for r in runs]
+    return [x.layout.run_file(r.key, name) for r in runs]
+
+
+def run_curve_targets(root=R):
+    """Every run's curves.png (the report's Runs category)."""
+    return run_figure_targets(root, "curves.png")
+
+
+def run_diagnostic_targets(root=R):
+    """Every run's diagnostics.png (the report's Runs category, beside its curves)."""
+    return run_figure_targets(root, "diagnostics.png")
+
+
+def leads_targets():
+    """The study's lead table for the report (rule diagnostic_leads), by default for a study of the
+    cpu platform or one drawn from existing runs, as the claims (claims_targets)."""
+    if PLATFORM != "cpu" and not ANALYSIS_ONLY:
+        return []
+    return [f"{R}/diagnostic_leads.html"]
+
+
+def leads_inputs(wildcards):
+    """The metrics tables the lead table reads: on the cpu platform every run's (the study is cheap to
+    train, so it waits for them); drawing from existing runs, those of the trained runs; otherwise the
+    tables that exist now, so that building it never starts a GPU run (as rule claims).
+    """
+    keys = [r.key for r in STUDY.runs]
+    if ANALYSIS_ONLY:
+        keys = [k for k in keys if trained(LAYOUT, k)]
+    elif PLATFORM != "cpu":
+        keys = [k for k in keys if Path(LAYOUT.run_file(k, "metrics.parquet")).exists()]
+    return {
+        "metrics": [LAYOUT.run_file(k, "metrics.parquet") for k in keys],
+        "code": LEADS_CODE,
+    }
 
 
 def target_selection(wc):

@@ -42,7 +42,7 @@ MEMORY_BEGIN, MEMORY_END = "<!-- memory -->", "<!-- /memory -->"
 KEYWORDS = {
     "$schema", "$defs", "$ref", "title", "type", "description", "properties", "additionalProperties", "required",
     "enum", "const", "anyOf", "oneOf", "items", "minItems", "maxItems", "minimum", "maximum", "exclusiveMinimum",
-    "pattern", "minLength", "propertyNames",
+    "pattern", "minLength", "propertyNames", "if", "then", "else",
 }  # fmt: skip
 
 

@@ -1,8 +1,11 @@
 """``coolsampler analyze PATH...``: the paper's per-run numbers for logs on a laptop, as text.
 
-Takes verl JSONL logs (parsed by ``coolsampler.results.metrics.parse_jsonl``) or already parsed metrics tables
-(``metrics.parquet``/``.csv``, with ``status.json`` beside them when present) and prints the degradation
-events of each run and a Table-1-style summary. No verl, vLLM or torch: only pandas and numpy.
+Takes verl JSONL logs (parsed by ``coolsampler.results.metrics.parse_jsonl``), already parsed metrics tables
+(``metrics.parquet``/``.csv``, with ``status.json`` beside them when present), run directories or a
+study's results directory (``runs/<model>/<task>/<settings>/``), and prints the degradation events of
+each run, a Table-1-style summary and the lead table: for every degraded run, the step at which each
+staleness diagnostic verl logs crosses its threshold and its lead over the onset
+(``coolsampler.results.diagnostics``). No verl, vLLM or torch: only pandas and numpy.
 """
 
 from __future__ import annotations
@@ -16,11 +19,41 @@ from typing import Any
 
 import pandas as pd
 
+from coolsampler.paper.diagnostics import leads_markdown
 from coolsampler.paper.labels import DASH
 from coolsampler.paper.tables import f3, fkl, flead, fstep, table1_frames
 from coolsampler.paper.writers import to_markdown
 from coolsampler.results.analysis import summarize_run
+from coolsampler.results.diagnostics import lead_table
 from coolsampler.spec.metrics_schema import RunStatus
+
+RUN_LOGS = ("train.jsonl", "metrics.parquet", "metrics.csv")
+
+
+def run_log(run_dir: Path) -> Path | None:
+    """What to read of a run directory: verl's log (``train.jsonl``, the source of truth: a
+    ``metrics.parquet`` beside it may predate the parser's newest columns), else its metrics table."""
+    return next((run_dir / name for name in RUN_LOGS if (run_dir / name).is_file()), None)
+
+
+def expand_paths(paths: Sequence[str]) -> list[str]:
+    """Logs and tables as given; a run directory as its log; a results directory (holding
+    ``runs/<model>/<task>/<settings>/``) as the log of every run under it that has one. A directory
+    that is neither is kept as it is, so that reading it reports the error."""
+    out: list[str] = []
+    for path in paths:
+        p = Path(path)
+        if not p.is_dir():
+            out.append(path)
+            continue
+        log = run_log(p)
+        if log is not None:
+            out.append(str(log))
+            continue
+        runs = sorted(d for d in p.glob("runs/*/*/*") if d.is_dir())
+        found = [str(log) for log in map(run_log, runs) if log is not None]
+        out.extend(found or [path])
+    return out
 
 
 def infer_N(metrics: pd.DataFrame) -> int | None:
@@ -49,6 +82,8 @@ def load_any(
     p = Path(path)
     if not p.exists():
         raise FileNotFoundError(f"no such file: {p}")
+    if p.is_dir():
+        raise ValueError(f"{p}: a directory with no train.jsonl or metrics.parquet, and no runs/ below it")
     if p.is_file() and p.stat().st_size == 0:
         raise ValueError(f"empty file: {p}")
     if p.suffix in (".parquet", ".csv"):
@@ -160,7 +195,9 @@ class Report:
 
 
 def analyze_report(paths: Sequence[str], settings: Mapping[str, Any] | None = None) -> Report:
-    """Degradation events of every log in ``paths`` and a Table-1-style summary.
+    """Degradation events of every log in ``paths``, a Table-1-style summary and the lead table.
+
+    ``paths``: logs, tables, run directories or results directories (``expand_paths``).
 
     ``settings`` (optional, e.g. ``{"N": 192, "Tb": 0.8, "steps": 300}`` or a full ``Run.settings()``)
     applies to every path, over each run's ``run.yaml`` (or the run key its directory names). N and Tb
@@ -170,7 +207,7 @@ def analyze_report(paths: Sequence[str], settings: Mapping[str, Any] | None = No
     does not hide the others.
     """
     blocks, entries, errors = [], [], []
-    for path in paths:
+    for path in expand_paths(paths):
         p = Path(path)
         base, how = known_settings(p, settings)
         try:
@@ -199,6 +236,7 @@ def analyze_report(paths: Sequence[str], settings: Mapping[str, Any] | None = No
     if entries:
         _, disp = table1_frames(entries)
         blocks.append("Summary (Table 1 style, one row per arm):\n" + to_markdown(disp))
+        blocks.append("# Staleness diagnostics against the onset\n\n" + leads_markdown(lead_table(entries)).rstrip())
     return Report("\n\n".join(blocks) + "\n", errors)
 
 
@@ -217,8 +255,12 @@ def _analyze(args: argparse.Namespace) -> int:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    a = sub.add_parser("analyze", help="degradation events and a Table-1 summary of logs or tables")
-    a.add_argument("paths", nargs="+")
+    a = sub.add_parser(
+        "analyze",
+        help="degradation events, a Table-1 summary and which staleness diagnostic warns first, of logs, tables,"
+        " run directories or a study's results directory",
+    )
+    a.add_argument("paths", nargs="+", help="train.jsonl, metrics.parquet/.csv, a run directory or a results directory")
     a.add_argument("--N", type=int, help="refresh interval for every path (default: run.yaml, the run key, the log)")
     a.add_argument("--Tb", type=float, help="sampler temperature for every path (default: as --N)")
     a.add_argument("--steps", type=int, help="the run's length, to tell a whole log from a cut one (default: run.yaml)")
@@ -226,4 +268,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     a.set_defaults(func=_analyze)
 
 
-__all__ = ["Report", "analyze", "analyze_report", "infer_N", "known_settings", "load_any", "register"]
+__all__ = [
+    "Report",
+    "analyze",
+    "analyze_report",
+    "expand_paths",
+    "infer_N",
+    "known_settings",
+    "load_any",
+    "register",
+    "run_log",
+]

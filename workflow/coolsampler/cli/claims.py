@@ -32,8 +32,8 @@ from coolsampler.results.claims import (
     counts,
     evaluate,
     fmt,
-    fmt_paper,
     load_claims,
+    paper_text,
     relax,
     staleness_budget,
     summary_text,
@@ -113,7 +113,7 @@ def claims_text(
         c = r.claim
         ours = fmt(r.value) if r.verdict != "not run" else "–"
         lines.append(
-            f"  {r.verdict:<10} {c['id']:<32} paper {fmt_paper(c['paper'])}  ours {ours}"
+            f"  {r.verdict:<10} {c['id']:<32} paper {paper_text(c)}  ours {ours}"
             + (f"  ({r.reason})" if r.reason else "")
         )
     if n["not run"] and not show_all:

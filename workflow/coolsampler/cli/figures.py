@@ -1,4 +1,5 @@
-"""``coolsampler figures RESULTS_DIR``: every figure, table, the claims and the report from existing runs.
+"""``coolsampler figures RESULTS_DIR``: every figure, table, each run's curves and staleness diagnostics, the
+claims, the lead table and the report from existing runs.
 
 Why a command: results travel (a copied ``results/``, a colleague's run directories), and drawing
 them must never start training, whatever their file times or Snakemake metadata say. It runs this
@@ -82,7 +83,8 @@ def snakemake_args(results: Path, study: Path, *, cores: int, dry_run: bool) -> 
 def figures(
     results: str | Path, study: str | Path | None = None, *, cores: int = 1, dry_run: bool = False, report: bool = True
 ) -> int:
-    """Draw ``all`` (every figure and table of the study) and ``claims.md``, then the HTML report."""
+    """Draw ``all`` (every figure and table of the study, each run's curves.png and diagnostics.png, the
+    lead table) and ``claims.md``, then the HTML report."""
     results = Path(results)
     if not (results / "runs").is_dir():
         raise FileNotFoundError(f"{results}: no runs/ directory (a study's results: runs/<model>/<task>/<settings>/)")

@@ -64,14 +64,16 @@ def commit_text(run_yaml: Mapping[str, Any]) -> str:
     return str(commit) if commit else NOT_RECORDED
 
 
-def run_labels(status_path: str | Path, run_yaml_path: str | Path) -> dict[str, str]:
-    """The columns the report lists a run under (evaluated when the report is made)."""
+def run_labels(status_path: str | Path, run_yaml_path: str | Path, figure: str = "curves") -> dict[str, str]:
+    """The columns the report lists a run's figure under (evaluated when the report is made);
+    ``figure`` tells a run's figures apart (curves, diagnostics)."""
     from coolsampler.results.loaders import load_status
 
     meta = read_run_yaml(run_yaml_path)
     s = meta.get("settings", {})
     return {
         "run": str(s.get("key", Path(run_yaml_path).parent.name)),
+        "figure": figure,
         "status": status_text(load_status(status_path)),
         "platform": str(meta.get("platform", NOT_RECORDED)),
         "image": image_text(meta),

@@ -10,7 +10,10 @@ claim:
 * ``differs``: it is not (or it cannot be measured from the logs: NaN);
 * ``not run``: no run of the study matches the filter, or a matching run has no metrics yet;
 * ``incomplete``: every run has metrics but one stopped early (its ``status.json``); the value over
-  the logged steps is still shown.
+  the logged steps is still shown;
+* ``reported``: a claim marked ``reported: true`` has no paper value to agree with: its value is
+  computed and shown, never judged. The lead of each staleness diagnostic over the onset is such a
+  quantity (the paper reports the diagnostics "as descriptions of the degradation"; Section 4).
 
 Before any training the report still says, for each claim, which runs would check it.
 
@@ -39,10 +42,11 @@ import pandas as pd
 import yaml
 
 from coolsampler.results import analysis as A
+from coolsampler.results import diagnostics as D
 from coolsampler.spec.metrics_schema import RunStatus
 from coolsampler.spec.study import Run, Temperature, matches
 
-VERDICTS = ("reproduced", "differs", "not run", "incomplete")
+VERDICTS = ("reproduced", "differs", "not run", "incomplete", "reported")
 
 
 class ClaimError(ValueError):
@@ -187,6 +191,12 @@ def m_lead(d: RunData, event: str = "onset") -> int | None:
     return A.lead(ev.onset if event == "onset" else ev.severe, A.first_crossing(_col(d, "kl"), 1.0))
 
 
+def m_diag_lead(d: RunData, diagnostic: str = "kl", threshold: float | None = None) -> int | None:
+    """Onset minus the first step ``diagnostic`` (``results.diagnostics.DIAGNOSTICS``) is past its
+    threshold (or ``threshold``): its lead; None without an onset, a crossing or the column."""
+    return D.diagnostic_lead(d.metrics, D.diagnostic(diagnostic), threshold)
+
+
 def m_last5(d: RunData) -> float:
     return A.last_five_mean(_val(d))
 
@@ -270,6 +280,7 @@ QUANTITIES: dict[str, Callable[..., Any]] = {
     "kl_fixed": m_kl_fixed,
     "kl_to_init": m_kl_to_init,
     "lead": m_lead,
+    "diag_lead": m_diag_lead,
     "last5": m_last5,
     "whole": m_whole,
     "last_step": m_last_step,
@@ -313,6 +324,11 @@ def _op(a: Any, b: Any, how: str) -> Any:
     return float(a) - float(b) if how == "difference" else (float(a) / float(b) if float(b) else math.nan)
 
 
+def degrades(rd: RunData) -> bool:
+    """Whether a run has an onset of degradation under the Section 2 criteria."""
+    return _events(rd).onset is not None
+
+
 def _group_key(rd: RunData, per: Sequence[str]) -> tuple[Any, ...]:
     s = rd.settings
     return tuple(str(s.get(k)) for k in per)
@@ -339,6 +355,8 @@ def reduce_values(
         return (min(xs) if how == "min" else max(xs)) if xs else None
     if how == "count":
         return sum(1 for v in vals if not _missing(v) and v is not False)
+    if how == "degrading":  # each value, over the runs with an onset (Section 2): Table 2's runs
+        return [v for rd, v in runs if degrades(rd)]
     if how == "brackets":
         lo = min((float(v) for v in vals if not _missing(v)), default=None)
         hi = min((float(v) for _, v in versus if not _missing(v)), default=None)
@@ -447,6 +465,11 @@ def check_claims(doc: Any, origin: str = "claims") -> None:
 
     if not isinstance(doc, Mapping):
         raise ClaimError(f"{origin}: expected a mapping with claims:")
+    for i, c in enumerate(doc.get("claims") or []):  # the schema says it too, without naming the field
+        for fld in ("paper", "tolerance"):
+            if isinstance(c, Mapping) and c.get("reported") is True and fld in c:
+                where = _where(doc, ["claims", i, fld])
+                raise ClaimError(f"{origin}: {where}: a reported claim takes no {fld}: its value is shown, not judged")
     errors = sorted(jsonschema.Draft202012Validator(claims_schema()).iter_errors(doc), key=lambda e: list(e.path))
     if errors:
         e = min(errors, key=lambda e: len(list(e.path)) * -1)
@@ -472,6 +495,11 @@ def check_claims(doc: Any, origin: str = "claims") -> None:
         for a in q.get("args") or {}:
             if a not in params or a == "d":
                 raise ClaimError(f"{origin}: claim {cid}: quantity.args: {q['fn']} takes no argument {a!r}")
+        if q["fn"] == "diag_lead":
+            try:
+                D.diagnostic(str((q.get("args") or {}).get("diagnostic", "kl")))
+            except ValueError as e:
+                raise ClaimError(f"{origin}: claim {cid}: quantity.args.diagnostic: {e}") from None
         needs_versus = q["reduce"] in ("difference", "ratio", "brackets")
         if needs_versus != ("versus" in q):
             what = "needs" if needs_versus else "takes no"
@@ -605,6 +633,9 @@ def evaluate_claim(claims: Claims, c: Mapping[str, Any], data: Mapping[str, RunD
         res.verdict = "incomplete"
         res.reason = f"{len(stopped)} run(s) stopped early or have no status: " + ", ".join(stopped)
         return res
+    if c.get("reported"):
+        res.verdict = "reported"
+        return res
     res.verdict = "reproduced" if agrees(res.value, c["paper"], c["tolerance"]) else "differs"
     if res.verdict == "differs" and _has_nan(res.value):
         res.reason = "not measurable from the logs (NaN: a step or column is missing)"
@@ -705,6 +736,18 @@ def fmt(v: Any) -> str:
     return str(v)
 
 
+REPORTED = "reported, not asserted"
+
+
+def paper_text(c: Mapping[str, Any]) -> str:
+    """A claim's paper value as the report prints it (a reported claim has none)."""
+    return REPORTED if c.get("reported") else fmt_paper(c["paper"])
+
+
+def tolerance_text(c: Mapping[str, Any]) -> str:
+    return "–" if c.get("reported") else fmt_tol(c["tolerance"])
+
+
 def fmt_paper(p: Any) -> str:
     if isinstance(p, Mapping):
         return " / ".join(fmt(x) for x in p["each"])
@@ -722,7 +765,7 @@ def _links(shows: Sequence[str], defined: set[str] | None) -> str:
     out = []
     for t in shows:
         target = f"{t}.pdf" if t.startswith("fig") else f"{t}.md"
-        if defined is None or t in defined or t == "staleness_budget":
+        if defined is None or t in defined or t in ("staleness_budget", "diagnostic_leads"):
             out.append(f"[{t}]({target})")
         else:
             out.append(f"{t} (not in this study)")
@@ -738,9 +781,9 @@ def results_frame(results: Sequence[Result]) -> pd.DataFrame:
                 "id": c["id"],
                 "where": c["where"],
                 "verdict": r.verdict,
-                "paper": fmt_paper(c["paper"]),
-                "ours": fmt(r.value) if r.verdict in ("reproduced", "differs", "incomplete") else "",
-                "tolerance": fmt_tol(c["tolerance"]),
+                "paper": paper_text(c),
+                "ours": fmt(r.value) if r.verdict in ("reproduced", "differs", "incomplete", "reported") else "",
+                "tolerance": tolerance_text(c),
                 "quantity": _quantity_text(c["quantity"]),
                 "runs": " ".join(r.runs),
                 "versus": " ".join(r.versus),
@@ -790,7 +833,8 @@ def report_markdown(
         "",
         "Verdicts: *reproduced* = within the tolerance of the paper's value; *differs* = outside it (or not"
         " measurable); *not run* = no run of this study matches, or a matching run has no metrics yet;"
-        " *incomplete* = a run stopped early (its status.json); the value over the logged steps is shown.",
+        " *incomplete* = a run stopped early (its status.json); the value over the logged steps is shown;"
+        " *reported* = a quantity the paper reports without a value to check (the value is shown, not judged).",
         "",
         "| section | claims | " + " | ".join(VERDICTS) + " |",
         "|---|---|" + "---|" * len(VERDICTS),
@@ -816,16 +860,15 @@ def report_markdown(
         ours = fmt(r.value) if r.verdict != "not run" else "–"
         nruns = f"{len(r.runs)}" + (f" vs {len(r.versus)}" if r.versus else "")
         out.append(
-            f"| [{c['id']}](#{c['id']}) | {c['where']} | {fmt_paper(c['paper'])} | {ours} | {fmt_tol(c['tolerance'])} |"
+            f"| [{c['id']}](#{c['id']}) | {c['where']} | {paper_text(c)} | {ours} | {tolerance_text(c)} |"
             f" **{r.verdict}** | {nruns} | {_links(c.get('shows', []), defined)} |"
         )
     out += ["", "## Each claim", ""]
     for r in results:
         c = r.claim
         out += [f"### {c['id']}", "", f"{c['where']}: “{c['text']}”", ""]
-        out.append(
-            f"- quantity: `{_quantity_text(c['quantity'])}`; paper {fmt_paper(c['paper'])} {fmt_tol(c['tolerance'])}"
-        )
+        paper = REPORTED if c.get("reported") else f"paper {fmt_paper(c['paper'])} {fmt_tol(c['tolerance'])}"
+        out.append(f"- quantity: `{_quantity_text(c['quantity'])}`; {paper}")
         if c.get("note"):
             out.append(f"- reading: {c['note']}")
         out.append(
@@ -880,9 +923,11 @@ __all__ = [
     "RunData",
     "agrees",
     "check_claims",
+    "degrades",
     "check_selects",
     "evaluate",
     "load_claims",
+    "paper_text",
     "plan",
     "relax",
     "reduce_values",
@@ -967,8 +1012,10 @@ class ReportPlan:
     def of(cls, claims_file: str | Path, study_name: str, study_runs: Sequence[Run], results: str) -> ReportPlan:
         claims = load_claims(claims_file)
         keys = list(dict.fromkeys(k for ks in plan(claims, study_runs).values() for k in ks))
-        # A study with none of the paper's runs (the smoke study) is probed: relaxed filters.
-        probe = not keys
+        # A study with none of the paper's runs (the smoke study) is probed: relaxed filters. Reported
+        # claims do not decide it: they may select every run (the diagnostics' leads: `runs: {}`).
+        asserted = Claims(claims.filters, [c for c in claims.claims if not c.get("reported")])
+        probe = not any(plan(asserted, study_runs).values())
         if probe:
             keys = list(dict.fromkeys(k for ks in plan(relax(claims), study_runs).values() for k in ks))
         return cls(claims, study_name, results, keys, probe)

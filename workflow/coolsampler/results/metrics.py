@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from coolsampler.spec.metrics_schema import ABSENT, COLUMNS, REQUIRED, RunStatus, pick
+from coolsampler.spec.metrics_schema import ABSENT, COLUMNS, DIAGNOSTIC_COLUMNS, LOG1P_OF, REQUIRED, RunStatus, pick
 
 
 class MetricsError(ValueError):
@@ -124,7 +124,7 @@ def parse_jsonl(
         data = by_step[step]
         row: dict[str, Any] = {"step": step}
         for col, (_dtype, _meaning, sources) in COLUMNS.items():
-            if col == "step":
+            if col == "step" or not sources:  # derived below, from the columns read here
                 continue
             val = _pick(data, sources)
             if val is _ABSENT:
@@ -149,9 +149,14 @@ def parse_jsonl(
     limit = max_response_length if max_response_length is not None else configured_max_response_length(path)
     df["clip_frac"] = length_clip_fraction(df["clip_frac"], df["response_length_max"], limit)
     df = coerce(df)
+    for col, of in LOG1P_OF.items():
+        df[col] = log1p_bound(df[of])
     # A column the run logs (somewhere) but some steps lack, or logged as null/NaN/inf: keep the
-    # rows, say so. val_acc is sparse by design; its gaps are the validation check below.
+    # rows, say so. val_acc is sparse by design; its gaps are the validation check below. The
+    # staleness diagnostics describe a run without measuring it: their gaps leave the log whole.
     for col in COLUMNS:
+        if col in DIAGNOSTIC_COLUMNS:
+            continue
         miss = absent.get(col, [])
         if col not in ("step", "val_acc") and miss and len(miss) < n_train:
             problems.append(f"{len(miss)} step(s) without {col} (first at step {miss[0]})")
@@ -213,6 +218,17 @@ def length_clip_fraction(clip_ratio: pd.Series, longest: pd.Series, limit: int |
     top = pd.to_numeric(longest, errors="coerce").astype("float64")
     out = ratio.where(top >= float(limit), 0.0)
     return out.where(ratio.notna() & top.notna())
+
+
+def log1p_bound(chi2: pd.Series) -> pd.Series:
+    """log(1 + chi^2), the bound on the reverse KL that a chi^2 column implies (``metrics_schema.LOG1P_OF``).
+
+    verl's chi^2 is a batch estimate, mean(rho^2) - 1, which can dip below 0 (never below -1) when
+    the batch's tokens all have rho < 1; log1p keeps that sign, so such a step reads <= 0 nats, as a
+    k1 KL of a batch can. NaN stays NaN; a value <= -1 (impossible for a mean of squares) is NaN.
+    """
+    x = pd.to_numeric(chi2, errors="coerce").astype("float64")
+    return np.log1p(x.where(x > -1.0))
 
 
 def coerce(df: pd.DataFrame) -> pd.DataFrame:

@@ -1,7 +1,9 @@
 """The per-run metrics table: one row per training step. Defined once, here.
 
 ``metrics.parquet`` in every run directory has exactly these columns (``veto_frac``,
-``ratio_clip_frac`` and the ``temperature*`` columns may be all-NaN where the run has no such mechanism). The parser
+``ratio_clip_frac`` and the ``temperature*`` columns may be all-NaN where the run has no such mechanism,
+the IS-weight diagnostics ``is_*`` where it applies no IS weights, and every diagnostic where the log
+predates it). The parser
 (``coolsampler.results.metrics``) fills it from verl's JSONL; the analysis reads nothing else.
 Run-level facts (finished or not, why) live in the table's metadata (see ``RunStatus``).
 
@@ -71,7 +73,107 @@ COLUMNS: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "temperature": ("float64", "sampler temperature used this step (mean over its prompts)", ("sampler/temperature",)),
     "temperature_min": ("float64", "lowest per-prompt sampler temperature this step", ("sampler/temperature_min",)),
     "temperature_max": ("float64", "highest per-prompt sampler temperature this step", ("sampler/temperature_max",)),
+    # ---- Staleness diagnostics verl logs besides the KL (verl 0.9.1: trainer/ppo/rollout_corr_helper.py,
+    # compute_offpolicy_metrics and compute_is_metrics; utils/debug/metrics.py, calculate_debug_metrics).
+    # rho = pi/q per response token: pi the learner (its old-log-prob pass, at the learner temperature),
+    # q the sampler (at Tb). The chi^2 and log-ppl metrics come with the KL (so also from the mu-GRPO loss,
+    # under actor/); the IS-weight metrics only where verl applies IS weights (correction tis).
+    "chi2_token": (
+        "float64",
+        "chi^2 of the learner to the sampler per token, E_q[rho^2] - 1: the mean of rho^2 - 1 over the sampler's"
+        " response tokens (rho clamped to e^+-20); the other direction than kl, heavy-tailed",
+        ("rollout_corr/chi2_token", "actor/rollout_corr/chi2_token"),
+    ),
+    "chi2_seq": (
+        "float64",
+        "chi^2 of the learner to the sampler per response, the mean over responses of (prod_t rho_t)^2 - 1"
+        " (sum of log rho clamped to +-20)",
+        ("rollout_corr/chi2_seq", "actor/rollout_corr/chi2_seq"),
+    ),
+    "rkl_bound_token": (
+        "float64",
+        "log(1 + chi2_token), nats per token: an upper bound on the learner's reverse KL(pi || q) per token"
+        " (KL <= log(1 + chi^2)); computed by the parser",
+        (),
+    ),
+    "rkl_bound_seq": (
+        "float64",
+        "log(1 + chi2_seq), nats per response: the same bound on the reverse KL of whole responses;"
+        " computed by the parser",
+        (),
+    ),
+    "is_ess": (
+        "float64",
+        "effective sample size of the applied (capped) token IS weights as a fraction of the tokens,"
+        " 1 / mean((w / mean w)^2): 1 when every weight is equal",
+        ("rollout_corr/rollout_is_eff_sample_size",),
+    ),
+    "is_mean": ("float64", "mean applied (capped) token IS weight", ("rollout_corr/rollout_is_mean",)),
+    "is_std": ("float64", "std of the applied (capped) token IS weights", ("rollout_corr/rollout_is_std",)),
+    "is_max": (
+        "float64",
+        "largest applied token IS weight (capped: at most the cap under token-level TIS)",
+        ("rollout_corr/rollout_is_max",),
+    ),
+    "is_min": ("float64", "smallest applied token IS weight", ("rollout_corr/rollout_is_min",)),
+    "is_low_frac": (
+        "float64",
+        "fraction of tokens whose raw IS weight is below 1/cap (the sampler drew a token the learner finds"
+        " cap times less likely)",
+        ("rollout_corr/rollout_is_ratio_fraction_low",),
+    ),
+    "log_ppl_diff": (
+        "float64",
+        "mean over responses of mean_t log q - mean_t log pi (the log of the learner's perplexity over the"
+        " sampler's, per response; k1 weighted by response instead of token)",
+        ("rollout_corr/log_ppl_diff", "actor/rollout_corr/log_ppl_diff"),
+    ),
+    "log_ppl_abs_diff": (
+        "float64",
+        "mean over responses of |mean_t log q - mean_t log pi|",
+        ("rollout_corr/log_ppl_abs_diff", "actor/rollout_corr/log_ppl_abs_diff"),
+    ),
+    "log_ppl_diff_max": (
+        "float64",
+        "largest per-response log_ppl_diff of the batch",
+        ("rollout_corr/log_ppl_diff_max", "actor/rollout_corr/log_ppl_diff_max"),
+    ),
+    "log_ppl_diff_min": (
+        "float64",
+        "smallest per-response log_ppl_diff of the batch",
+        ("rollout_corr/log_ppl_diff_min", "actor/rollout_corr/log_ppl_diff_min"),
+    ),
+    # verl's docstring says "logprob diff"; its code takes exp() first: these are probabilities
+    "probs_diff_max": (
+        "float64",
+        "largest |pi(y_t) - q(y_t)| over the response tokens, in probability",
+        ("training/rollout_probs_diff_max",),
+    ),
+    "probs_diff_mean": (
+        "float64",
+        "mean |pi(y_t) - q(y_t)| over the response tokens, in probability",
+        ("training/rollout_probs_diff_mean",),
+    ),
+    "probs_diff_std": (
+        "float64",
+        "standard deviation of |pi(y_t) - q(y_t)| over the response tokens",
+        ("training/rollout_probs_diff_std",),
+    ),
 }
+
+# Columns the parser computes from other columns (no verl key): column -> the column it is log1p of.
+# log(1 + chi^2) is the classical bound KL(P || Q) <= log(1 + chi^2(P || Q)) (Jensen on E_P[log P/Q]),
+# which turns verl's chi^2, unbounded and heavy-tailed, into nats comparable with the forward KL.
+LOG1P_OF: dict[str, str] = {"rkl_bound_token": "chi2_token", "rkl_bound_seq": "chi2_seq"}
+
+# The staleness diagnostics beyond the KL. Logs that lack them parse as before (the column is NaN);
+# a step that lacks one or logged it as NaN does not make the log incomplete (RunStatus): they
+# describe the run, they do not measure it, and the lead table says over how many steps each was read.
+DIAGNOSTIC_COLUMNS: tuple[str, ...] = (
+    "chi2_token", "chi2_seq", "rkl_bound_token", "rkl_bound_seq", "is_ess", "is_mean", "is_std", "is_max",
+    "is_min", "is_low_frac", "log_ppl_diff", "log_ppl_abs_diff", "log_ppl_diff_max", "log_ppl_diff_min",
+    "probs_diff_max", "probs_diff_mean", "probs_diff_std",
+)  # fmt: skip
 
 ABSENT = object()  # no source key of a column in a record (as opposed to a logged null/NaN)
 

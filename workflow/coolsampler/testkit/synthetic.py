@@ -90,11 +90,56 @@ def make_metrics(
         "temperature": np.full(last, float(Tb)) if Tb_end is None else np.linspace(Tb, Tb_end, steps)[:last],
     }
     data["temperature_min"] = data["temperature_max"] = data["temperature"]  # one T per step here
+    data.update(diagnostic_columns(kl, correction, rng))
     df = pd.DataFrame(data)
     return df.astype({c: spec[0] for c, spec in COLUMNS.items()})[list(COLUMNS)]
 
 
-__all__ = ["make_metrics"]
+SPIKE_P = 0.1  # share of steps whose chi^2 a few tokens dominate (the smoke study's chi2_token)
+
+
+def diagnostic_columns(kl: np.ndarray, correction: str, rng: np.random.Generator) -> dict[str, np.ndarray]:
+    """verl's other staleness diagnostics, following a forward KL per token ``kl`` (metrics_schema.DIAGNOSTIC_COLUMNS).
+
+    For a log-ratio log(pi/q) roughly Gaussian with variance s^2, KL(q || pi) = s^2 / 2 and
+    chi^2(pi || q) = e^(s^2) - 1, so log(1 + chi^2) is about twice the KL: the reverse-KL bound
+    rises with the KL and crosses a level first. ``SPIKE_P`` of the steps get a heavy-tailed
+    chi^2 (a few tokens with a large rho), which a per-step reading takes for a crossing and a
+    rolling median does not. The IS-weight metrics are NaN unless ``correction`` is tis, as verl
+    logs them only where it applies IS weights.
+    """
+    n = len(kl)
+    spike = np.where(rng.random(n) < SPIKE_P, np.exp(rng.normal(2.5, 0.5, n)), 1.0)
+    chi2 = np.expm1(np.minimum(2.0 * kl, 40.0)) * spike  # log rho clamped to +-20 as verl does
+    chi2_seq = np.expm1(np.minimum(8.0 * kl * spike, 40.0))  # a response of ~8 tokens, clamped as verl does
+    ess = 1.0 / (1.0 + np.minimum(chi2, 3.0))  # capped weights: the ESS fraction stays above 1/4
+    tis = correction == "tis"
+    out = {
+        "chi2_token": chi2,
+        "chi2_seq": chi2_seq,
+        "rkl_bound_token": np.log1p(chi2),
+        "rkl_bound_seq": np.log1p(chi2_seq),
+        "is_ess": ess,
+        "is_mean": 1.0 - 0.3 * (1.0 - ess),
+        "is_std": np.sqrt(np.maximum(1.0 / ess - 1.0, 0.0)),
+        "is_max": np.full(n, 2.0),
+        "is_min": np.exp(-4.0 * np.sqrt(kl) - 1.0),
+        "is_low_frac": np.clip(0.2 * kl, 0.0, 1.0),
+        "log_ppl_diff": kl * (1.0 + rng.normal(0.0, 0.05, n)),
+        "log_ppl_abs_diff": 1.2 * kl,
+        "log_ppl_diff_max": 4.0 * kl,
+        "log_ppl_diff_min": -0.5 * kl,
+        "probs_diff_max": np.clip(0.3 + 2.0 * kl, 0.0, 1.0),
+        "probs_diff_mean": np.clip(0.1 * kl, 0.0, 1.0),
+        "probs_diff_std": np.clip(0.15 * kl, 0.0, 1.0),
+    }
+    if not tis:
+        for col in ("is_ess", "is_mean", "is_std", "is_max", "is_min", "is_low_frac", "is_cap_frac"):
+            out[col] = np.full(n, np.nan)
+    return out
+
+
+__all__ = ["diagnostic_columns", "make_metrics"]
 
 
 # --------------------------------------------------------------------------------------------------

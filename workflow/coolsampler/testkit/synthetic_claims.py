@@ -30,6 +30,7 @@ import pandas as pd
 
 from coolsampler.results import analysis as A
 from coolsampler.results import claims as C
+from coolsampler.results import diagnostics as D
 from coolsampler.spec.metrics_schema import RunStatus
 from coolsampler.spec.study import Run
 from coolsampler.testkit.synthetic import make_metrics
@@ -40,7 +41,7 @@ EVENT_STEP = 150  # where an event is placed when the claim does not say
 
 # measures whose value is a learner step (shifted by steps, rounded where the log allows)
 STEP_FNS = {
-    "first_at_least", "onset", "severe", "recovered_at", "back_at", "kl_cross", "lead",
+    "first_at_least", "onset", "severe", "recovered_at", "back_at", "kl_cross", "lead", "diag_lead",
     "last_step", "staleness_at_onset",
 }  # fmt: skip
 # measures on the accuracy scale [0, 1]
@@ -234,6 +235,34 @@ def s_lead(df: pd.DataFrame, run: Run, v: float | None, event: str = "onset") ->
     _kl_crossing(df, 1.0, cross)
 
 
+def _diagnostic_crossing(df: pd.DataFrame, d: D.Diagnostic, threshold: float, at: int | None) -> None:
+    """The diagnostic's column on the safe side of ``threshold`` (by a factor of 2), past it from a step on
+    such that its reading (per step, or the trailing median) first crosses at ``at`` (None: never)."""
+    safe, past = (threshold * 0.5, threshold * 2.0) if d.above else (min(1.0, threshold * 1.5), threshold * 0.5)
+    _set_col(df, d.column, safe)
+    if at is not None:
+        # the median of ROBUST_WINDOW steps turns once ROBUST_MIN_STEPS of them are past
+        start = at - (D.ROBUST_MIN_STEPS - 1 if d.robust else 0)
+        _set_col(df, d.column, past, df["step"].to_numpy() >= start)
+
+
+def s_diag_lead(
+    df: pd.DataFrame, run: Run, v: float | None, diagnostic: str = "kl", threshold: float | None = None
+) -> None:
+    d = D.diagnostic(diagnostic)
+    t = d.threshold if threshold is None else float(threshold)
+    if v is None:  # degrades, never crosses
+        _flat_with_drop(df, run, _round_val(EVENT_STEP, run))
+        _diagnostic_crossing(df, d, t, None)
+        return
+    at = _round_val(max(EVENT_STEP + 50, v + 10) if v >= 0 else EVENT_STEP, run)
+    cross = at - int(round(v))
+    if not D.ROBUST_WINDOW <= cross <= run.steps:
+        raise Unconstructible(f"diagnostic lead {v}: crossing at step {cross}")
+    _flat_with_drop(df, run, at)
+    _diagnostic_crossing(df, d, t, cross)
+
+
 def s_last5(df: pd.DataFrame, run: Run, v: float) -> None:
     last5 = _val_steps(df, run)[-5:]
     _set_val(df, run, lambda t: np.where(np.isin(t, last5), v, LEVEL))
@@ -313,6 +342,7 @@ SHAPERS: dict[str, Callable[..., Any]] = {
     "kl_fixed": s_kl_fixed,
     "kl_to_init": s_kl_to_init,
     "lead": s_lead,
+    "diag_lead": s_diag_lead,
     "last5": s_last5,
     "whole": s_whole,
     "last_step": s_last_step,
@@ -341,7 +371,7 @@ def default(fn: str, run: Run, args: Mapping[str, Any]) -> Any:
         return EVENT_STEP
     if fn in ("recovered_at", "back_at"):
         return EVENT_STEP + 20
-    if fn == "lead":
+    if fn in ("lead", "diag_lead"):
         return 10
     if fn == "last_step":
         return run.steps
@@ -409,6 +439,11 @@ def targets(claims: C.Claims, claim: Mapping[str, Any], runs: Sequence[Run], pap
             out = {r.key: v for r, v in zip(mine, each, strict=True)}
         else:
             out = {r.key: point(fn, paper) for r in mine}
+    elif how == "degrading":  # every selected run degrades, each with the value
+        vals = each if each is not None else [point(fn, paper)] * len(mine)
+        if len(vals) != len(mine):
+            raise Unconstructible(f"paper lists {len(vals)} values, the filter selects {len(mine)} runs")
+        out = {r.key: v for r, v in zip(mine, vals, strict=True)}
     elif how in ("mean", "min", "max"):
         out = {r.key: point(fn, paper) for r in mine}
     elif how == "count":
@@ -468,6 +503,9 @@ OWN = object()  # world()'s default paper value: the claim's own
 def world(claims: C.Claims, claim: Mapping[str, Any], runs: Sequence[Run], paper: Any = OWN) -> dict[str, C.RunData]:
     """The runs ``claim`` selects, shaped so its quantity reduces to ``paper`` (default: the claim's own;
     ``shifted(claim)`` for a world where it must differ)."""
+    if paper is OWN and claim.get("reported"):  # no paper value: the measure's plain value, every run
+        first = C.select(runs, claims.selector(claim["runs"]))[0]
+        paper = default(claim["quantity"]["fn"], first, claim["quantity"].get("args") or {})
     paper = claim["paper"] if paper is OWN else _happens(claims, claim, runs, paper)
     q = claim["quantity"]
     by_key = {r.key: r for r in runs}
@@ -490,7 +528,9 @@ def _fraction(fn: str, args: Mapping[str, Any]) -> bool:
 
 def shifted(claim: Mapping[str, Any], runs: Sequence[Run] = ()) -> Any:
     """A paper value of the claim's shape, outside its tolerance (``null``: the event happens; a range
-    of steps that no shift can leave: the event does not happen)."""
+    of steps that no shift can leave: the event does not happen). A reported claim has none to leave."""
+    if claim.get("reported"):
+        raise Unconstructible(f"claim {claim['id']} is reported, not asserted: no paper value to shift")
     q = claim["quantity"]
     fn, tol, paper, how = q["fn"], claim["tolerance"], claim["paper"], q["reduce"]
     steps = max((r.steps for r in runs), default=300)
