@@ -228,6 +228,8 @@ def test_rehearsal_of_the_paper_study(tmp_path):
         assert list(m.step) == list(range(r.steps + 1)), r.key
         assert m.entropy[1:].notna().all(), r.key  # μ-GRPO included (bypass mode)
         assert m.kl[1:].notna().all(), r.key
+        # the other staleness diagnostics verl logs, under every correction (μ-GRPO's under actor/)
+        assert m.chi2_token[1:].notna().all() and m.rkl_bound_token[1:].notna().all(), r.key
         assert (out / "runs" / r.key / "checkpoints").is_dir(), r.key  # every run checkpoints
     assert "| NO |" not in summary
     for target in PAPER.figures:
