@@ -428,13 +428,11 @@ def run_diagnostics_from_files(
     metrics_path: str | Path, status_path: str | Path, run_yaml_path: str | Path, out: str | Path, study: str
 ) -> None:
     """Body of ``workflow/scripts/run_diagnostics.py``: one run's ``diagnostics.png`` from its run directory."""
-    from coolsampler.paper.report import read_run_yaml
-    from coolsampler.results.loaders import load_metrics, load_status
+    from coolsampler.paper.report import run_figure_from_files
 
-    meta = read_run_yaml(run_yaml_path)
-    settings = meta.get("settings") or {"key": Path(run_yaml_path).parent.name}
-    prov = Provenance.here(study, script="workflow/scripts/run_diagnostics.py")
-    run_diagnostics(settings, load_metrics(metrics_path), load_status(status_path), [out], prov)
+    run_figure_from_files(
+        run_diagnostics, "workflow/scripts/run_diagnostics.py", metrics_path, status_path, run_yaml_path, out, study
+    )
 
 
 __all__ = [

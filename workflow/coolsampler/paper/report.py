@@ -139,16 +139,32 @@ def run_curves(
     return fig
 
 
-def run_curves_from_files(
-    metrics_path: str | Path, status_path: str | Path, run_yaml_path: str | Path, out: str | Path, study: str
+def run_figure_from_files(
+    draw,
+    script: str,
+    metrics_path: str | Path,
+    status_path: str | Path,
+    run_yaml_path: str | Path,
+    out: str | Path,
+    study: str,
 ) -> None:
-    """Body of ``workflow/scripts/run_curves.py``: one run's ``curves.png`` from its run directory."""
+    """One run's figure (``draw``: ``run_curves`` or ``coolsampler.paper.diagnostics.run_diagnostics``) from
+    its run directory, stamped with the rule ``script`` that drew it."""
     from coolsampler.results.loaders import load_metrics, load_status
 
     meta = read_run_yaml(run_yaml_path)
     settings = meta.get("settings") or {"key": Path(run_yaml_path).parent.name}
-    prov = Provenance.here(study, script="workflow/scripts/run_curves.py")
-    run_curves(settings, load_metrics(metrics_path), load_status(status_path), [out], prov)
+    prov = Provenance.here(study, script=script)
+    draw(settings, load_metrics(metrics_path), load_status(status_path), [out], prov)
+
+
+def run_curves_from_files(
+    metrics_path: str | Path, status_path: str | Path, run_yaml_path: str | Path, out: str | Path, study: str
+) -> None:
+    """Body of ``workflow/scripts/run_curves.py``: one run's ``curves.png`` from its run directory."""
+    run_figure_from_files(
+        run_curves, "workflow/scripts/run_curves.py", metrics_path, status_path, run_yaml_path, out, study
+    )
 
 
 def settings_text(settings: Mapping[str, Any]) -> dict[str, str]:
