@@ -27,7 +27,7 @@ from coolsampler.spec.metrics_schema import pick
 from coolsampler.train.platform import PREFORK_ENV
 from coolsampler.worker import prefork
 from coolsampler.worker.env import RUN_TOKEN_ENV
-from coolsampler.worker.weight_socket import socket_dir
+from coolsampler.worker.weight_socket import private_dir, socket_dir
 
 
 class TrainingFailed(RuntimeError):
@@ -196,6 +196,21 @@ def verl_command(overrides: list[str], env: dict[str, str], python: list[str] | 
     return [*python, "-m", "verl.trainer.main_ppo", *overrides]
 
 
+def ray_env(token: str) -> dict[str, str]:
+    """Ray's temporary directory for one attempt: the attempt's private directory (created here, 0700,
+    removed when the attempt ends), beside its weight-push socket.
+
+    Why not Ray's default ``/tmp/ray``: every job on a node shares it. verl's ``ray.init()`` (no
+    address) reads ``/tmp/ray/ray_current_cluster`` and *joins* the Ray that a ``ray start`` left
+    there (someone else's, on a shared node) instead of starting its own; a ``/tmp/ray`` made by
+    another user cannot be written at all; and Ray never removes its sessions. In its own directory
+    each attempt starts its own Ray, whose ports Ray picks free, and leaves nothing behind. A
+    ``RAY_ADDRESS`` inherited from the submitting shell (``sbatch --export=ALL``) would do the same as
+    the file, so run_verl drops it. A Docker run does not get this variable (its ``/tmp`` is the
+    container's own); Apptainer's shares the host's ``/tmp`` and inherits it."""
+    return {"RAY_TMPDIR": str(private_dir(token))}
+
+
 def run_verl(
     overrides: list[str],
     *,
@@ -231,13 +246,16 @@ def run_verl(
     earlier = attempt_logs(jsonl)
     current = jsonl.parent / "attempts" / f"{len(earlier) + 1:02d}.jsonl"
     current.parent.mkdir(parents=True, exist_ok=True)
+    token = uuid.uuid4().hex[:12]  # this attempt's own weight-push socket (weight_socket) and Ray
     full_env = {
         **os.environ,
         **(env or {}),
         "VERL_FILE_LOGGER_PATH": str(current),
         "PYTHONUNBUFFERED": "1",
-        RUN_TOKEN_ENV: uuid.uuid4().hex[:12],  # this attempt's own weight-push socket (weight_socket)
+        RUN_TOKEN_ENV: token,
+        **ray_env(token),
     }
+    full_env.pop("RAY_ADDRESS", None)  # see ray_env: verl's ray.init() must start this attempt's own Ray
     # in a container the image's interpreter runs verl
     python = [*prefix, "python3"] if prefix else [sys.executable]
     overrides = [*overrides, *resume_overrides(overrides, earlier)]
@@ -383,10 +401,10 @@ def _dump_stacks(sid: int, logf) -> None:
 
 
 def _remove_socket_dir(token: str) -> None:
-    """Remove this attempt's weight-push socket directory (``coolsampler.worker.weight_socket``),
-    best effort: it is empty after a clean run, and nothing but the attempt's own sockets is ever in it.
+    """Remove this attempt's private directory (``coolsampler.worker.weight_socket``), best effort, once
+    its processes are gone: its weight-push sockets and its Ray session (``ray_env``), nothing else.
     Only that directory: a symlink under its name is left alone (rmtree refuses to follow one), and
-    a container with its own /tmp (docker) leaves nothing here to remove."""
+    a container with its own /tmp (docker) leaves only the empty directory here."""
     shutil.rmtree(socket_dir(token), ignore_errors=True)
 
 
