@@ -494,3 +494,11 @@ def test_the_test_kit_never_enters_the_image() -> None:
     assert "workflow/coolsampler/testkit" in ignore
     assert "rm -rf /opt/coolsampler/src/workflow/coolsampler/testkit" in DEF
     assert not [m for m in image_modules() if m.startswith("coolsampler.testkit")]
+
+
+def test_an_engine_missing_on_the_node_is_one_clear_error():
+    """A compute node without Apptainer: the job says which engine is missing where, not a traceback."""
+    from coolsampler.train.container import verl_version_in
+
+    with pytest.raises(ContainerError, match="no-such-engine-x is not on PATH on .*runs in the image"):
+        verl_version_in(["no-such-engine-x", "exec", "image.sif"])

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """A real SLURM cluster on this one host, for the tests and for trying profiles/slurm before a cluster.
 
-    python workflow/tools/local_slurm.py start DIR     # prints: export SLURM_CONF=DIR/etc/slurm.conf
+    python workflow/tools/local_slurm.py start DIR     # prints the exports: SLURM_CONF, PATH
     python workflow/tools/local_slurm.py stop DIR      # stops what `start DIR` started, by PID
 
 Everything is the Debian 12 packages (``apt-get install slurm-wlm slurmdbd munge mariadb-server``,
@@ -22,9 +22,10 @@ second cluster (another test session) can run beside it. The daemons:
     it places (and runs) a paper job's request, whose training cannot run here.
 
 ``AuthInfo=cred_expire`` is 10 s: a requeued job waits that long (plus a scheduler pass) before it runs
-again, instead of SLURM's default two minutes. Jobs see ``SLURM_CONF`` through ``sbatch --export=ALL``
-(what the executor plugin passes), so ``srun`` inside a job finds this cluster too.
-Standard library only.
+again, instead of SLURM's default two minutes. The SLURM commands reach it through ``SLURM_CONF`` and
+through DIR/bin, which holds one small script per client command that sets it (``srun`` inside a job
+started by Snakemake's plugin would otherwise not find this cluster: ``_write_clients``). ``start``
+prints both exports. Standard library only.
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ ACCOUNT = "default"
 # The paper's training job: --gpus=4 on one node, 32 CPUs, 256000 MB (coolsampler.train.platform "gpu").
 GPU_NODE = {"cpus": 32, "mem_mb": 262_144, "gpus": 4}
 PACKAGES = "slurm-wlm slurmdbd munge mariadb-server"
+CLIENTS = ("sbatch", "srun", "salloc", "squeue", "sacct", "sacctmgr", "scancel", "scontrol", "sinfo", "sshare", "sstat")
 DAEMONS = ("munged", "mariadbd", "mariadb-install-db", "slurmdbd", "slurmctld", "slurmd", "sacctmgr")
 
 
@@ -97,8 +99,9 @@ class LocalSlurm:
 
     @property
     def env(self) -> dict[str, str]:
-        """What a SLURM client (sbatch, squeue, sacct, Snakemake's plugin) needs to reach this cluster."""
-        return {"SLURM_CONF": str(self.conf)}
+        """What a SLURM client (sbatch, squeue, sacct, Snakemake's plugin) needs to reach this cluster:
+        ``SLURM_CONF``, and ``bin/`` first on PATH (see ``_write_clients``)."""
+        return {"SLURM_CONF": str(self.conf), "PATH": f"{self.root / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}"}
 
     def client_env(self) -> dict[str, str]:
         return {**os.environ, **self.env}
@@ -150,7 +153,8 @@ class LocalSlurm:
             f"AccountingStoragePort={dbd}",
             f"AccountingStoragePass={munge}",
             "JobAcctGatherType=jobacct_gather/linux",
-            "AccountingStorageEnforce=associations",
+            "AccountingStorageEnforce=associations,limits,qos",
+            "AccountingStorageTRES=gres/gpu",  # sacct shows a job's GPUs
             f"NodeName=c1 NodeHostname={host} NodeAddr=127.0.0.1 Port={c1} CPUs={cpus} "
             f"RealMemory={self.cpu_mem_mb} State=UNKNOWN",
             f"NodeName=g1 NodeHostname={host} NodeAddr=127.0.0.1 Port={g1} CPUs={GPU_NODE['cpus']} "
@@ -185,6 +189,24 @@ class LocalSlurm:
             + "\n"
         )
         dbd_conf.chmod(0o600)
+
+    def _write_clients(self) -> None:
+        """``bin/<command>`` for each SLURM client: the real one with this cluster's ``SLURM_CONF``.
+
+        Why: snakemake-executor-plugin-slurm-jobstep, inside a job, starts the rule with ``srun`` in an
+        environment from which it removes every ``SLURM_*`` variable but the job's identity, so
+        ``SLURM_CONF`` (which sbatch --export=ALL carried into the job) does not reach that srun, and
+        srun then looks for /etc/slurm/slurm.conf, then a DNS record. A real cluster keeps its
+        configuration there; this one must not touch /etc, so its clients carry the path themselves."""
+        bindir = self.root / "bin"
+        bindir.mkdir(exist_ok=True)
+        for cmd in CLIENTS:
+            real = shutil.which(cmd, path=os.defpath + os.pathsep + "/usr/sbin:/usr/bin")
+            if real is None:
+                continue
+            f = bindir / cmd
+            f.write_text(f'#!/bin/sh\nSLURM_CONF={self.conf} exec {real} "$@"\n')
+            f.chmod(0o755)
 
     # ---------------------------------------------------------------------------------- daemons
     def _spawn(self, name: str, argv: list[str]) -> None:
@@ -245,6 +267,8 @@ class LocalSlurm:
         if self.root.exists() and (self.root / "pids.json").exists():
             raise ClusterError(f"{self.root} holds a cluster already (stop it first)")
         self.root.mkdir(parents=True, exist_ok=True)
+        for d in ("db", "state", "spool", "munge", "munge-key"):  # a stopped cluster's: start afresh
+            shutil.rmtree(self.root / d, ignore_errors=True)
         try:
             self._start()
         except BaseException:
@@ -255,6 +279,7 @@ class LocalSlurm:
     def _start(self) -> None:
         r = self.root
         self._write_config()
+        self._write_clients()
         self._spawn(
             "munged",
             [
@@ -399,6 +424,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.action == "start":
             cluster.start()
             print(f"export SLURM_CONF={cluster.conf}")
+            print(f'export PATH="{cluster.root / "bin"}:$PATH"')
         else:
             cluster.stop()
     except ClusterError as e:
