@@ -515,9 +515,13 @@ def test_a_stand_in_base_is_a_build_argument(monkeypatch) -> None:
     version = "0.9.1+coolsampler.abc"
     monkeypatch.delenv("COOLSAMPLER_BASE_IMAGE", raising=False)
     assert not any(a.startswith("BASE_IMAGE=") for a in build_image.build_command("docker", "img", version))
+    monkeypatch.delenv("COOLSAMPLER_BUILD_NETWORK", raising=False)
+    assert "--network" not in build_image.build_command("docker", "img", version)
     monkeypatch.setenv("COOLSAMPLER_BASE_IMAGE", "coolsampler-local/vllm-openai:v0.24.0")
+    monkeypatch.setenv("COOLSAMPLER_BUILD_NETWORK", "host")  # a daemon without a bridge network
     cmd = build_image.build_command("docker", "img", version)
     assert cmd[cmd.index("BASE_IMAGE=coolsampler-local/vllm-openai:v0.24.0") - 1] == "--build-arg"
+    assert cmd[cmd.index("--network") + 1] == "host"
 
 
 @pytest.mark.parametrize("client,buildx,ok", [("20.10.24+dfsg1", 1, True), ("28.2.2", 0, True), ("28.2.2", 1, False)])
@@ -534,3 +538,13 @@ def test_a_client_without_buildkit_is_named_before_the_build(tmp_path, monkeypat
     assert (why is None) is ok, why
     if not ok:
         assert f"{fake} (version {client})" in why and "buildx" in why
+
+
+@pytest.mark.parametrize("dockerfile", ["Dockerfile", "Dockerfile.cpu"])
+def test_an_image_runs_as_any_uid(dockerfile: str) -> None:
+    """`docker run --user "$(id -u):$(id -g)"` gives a uid the image has no passwd entry for: getpass.getuser()
+    (Snakemake's run header; torch's compile cache, reached by importing verl) raises KeyError unless USER or
+    LOGNAME is set. Found by running the README's docker line as uid 1000 in the built image."""
+    text = (ROOT / "containers" / dockerfile).read_text()
+    env = re.search(r"^ENV\s+((?:.*\\\n)*.*)$", text[text.rindex("\nENV ") :], re.M).group(1)
+    assert "USER=coolsampler" in env and "LOGNAME=coolsampler" in env

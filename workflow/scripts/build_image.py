@@ -13,6 +13,8 @@ training job runs (docker) or records (apptainer) and writes into its run.yaml.
 The wheel the image installs must already exist (rule verl_wheel); the build fails otherwise.
 ``COOLSAMPLER_BASE_IMAGE`` in the environment replaces the Dockerfile's pinned base (its ``BASE_IMAGE``
 build argument): a stand-in built locally where Docker Hub is out of reach (workflow/tools/docker_bases.py).
+``COOLSAMPLER_BUILD_NETWORK=host`` builds with the host's network (``--network host``): a Docker daemon
+without a bridge network (``dockerd --bridge=none``) gives the build's pip none otherwise.
 Standard library only.
 """
 
@@ -29,6 +31,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 BASE_ENV = "COOLSAMPLER_BASE_IMAGE"
+NETWORK_ENV = "COOLSAMPLER_BUILD_NETWORK"
 
 
 class ImageBuildError(RuntimeError):
@@ -53,6 +56,8 @@ def build_command(
         ]
         if os.environ.get(BASE_ENV):
             cmd += ["--build-arg", f"BASE_IMAGE={os.environ[BASE_ENV]}"]
+        if os.environ.get(NETWORK_ENV):
+            cmd += ["--network", os.environ[NETWORK_ENV]]
         if iidfile is not None:
             cmd += ["--iidfile", str(iidfile)]
         return [*cmd, str(root)]
