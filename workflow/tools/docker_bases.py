@@ -8,6 +8,8 @@
 ``debian``: a Debian 12 root filesystem written by ``mmdebstrap`` from the Debian mirror apt uses (the
 packages the images need: CA certificates, the libraries a CPython build links, ``patch``), imported with
 ``docker import``. It is the base of the CPU image (containers/Dockerfile.cpu) and of the stand-in below.
+Certificate authorities the host added (/usr/local/share/ca-certificates) are added to it, so that a build
+reaches the package indexes the way the host does (e.g. through a TLS-inspecting proxy).
 
 ``gpu-stand-in``: containers/stand-in/vllm-openai.Dockerfile on that Debian, with the CPython 3.12 tree
 given by ``--python-prefix`` (built against Debian 12's libraries, e.g. pyenv's) in its build context:
@@ -56,6 +58,7 @@ MIRRORS = (
     "deb http://deb.debian.org/debian bookworm-updates main",
     "deb http://deb.debian.org/debian-security bookworm-security main",
 )
+LOCAL_CAS = Path("/usr/local/share/ca-certificates")
 # Parts of a CPython tree an image never runs
 PYTHON_SKIP = ("test", "idlelib", "tkinter", "turtledemo", "__pycache__", "ensurepip")
 
@@ -75,18 +78,18 @@ def image_size(image: str) -> str:
 
 
 def debian(tag: str = DEBIAN_IMAGE) -> None:
+    # Certificate authorities this host added to its own trust store (a TLS-inspecting proxy's, a company's):
+    # what lets this host reach the package indexes lets the images' builds reach them too.
+    hooks = []
+    local_cas = sorted(LOCAL_CAS.glob("*.crt"))
+    if local_cas:
+        hooks.append(f'--customize-hook=mkdir -p "$1{LOCAL_CAS}"')
+        hooks += [f"--customize-hook=copy-in {ca} {LOCAL_CAS}" for ca in local_cas]
+        hooks.append('--customize-hook=chroot "$1" update-ca-certificates')
     with tempfile.TemporaryDirectory() as tmp:
         tar = Path(tmp) / "rootfs.tar"
-        run(
-            [
-                "mmdebstrap",
-                "--variant=minbase",
-                f"--include={','.join(DEBIAN_PACKAGES)}",
-                "bookworm",
-                str(tar),
-                *MIRRORS,
-            ]
-        )
+        cmd = ["mmdebstrap", "--variant=minbase", f"--include={','.join(DEBIAN_PACKAGES)}", *hooks]
+        run([*cmd, "bookworm", str(tar), *MIRRORS])
         run(["docker", "import", str(tar), tag])
     print(f"{tag}: {image_size(tag)}")
 
