@@ -15,9 +15,9 @@ second cluster (another test session) can run beside it. The daemons:
   states with ``sacct``, which needs accounting;
 * ``slurmctld``, and two ``slurmd`` on this host (SLURM's multiple-slurmd mode), one per partition:
 
-  - ``cpu``: node ``c1``, this host's real CPUs and most of its memory: the smoke study's jobs
+  - ``cpu``: node ``c<port>``, this host's real CPUs and most of its memory: the smoke study's jobs
     (one CPU each) run two at a time, as on a CPU node;
-  - ``gpu``: node ``g1``, declared as a paper node (32 CPUs, 256 GiB, ``Gres=gpu:4`` backed by four
+  - ``gpu``: node ``g<port>``, declared as a paper node (32 CPUs, 256 GiB, ``Gres=gpu:4`` backed by four
     placeholder files): ``SlurmdParameters=config_overrides`` makes SLURM believe the declaration, so
     it places (and runs) a paper job's request, whose training cannot run here.
 
@@ -109,7 +109,13 @@ class LocalSlurm:
     # ------------------------------------------------------------------------------------ files
     def _write_config(self) -> None:
         r = self.root
-        for d in ("etc", "state", "log", "dev", "munge", "munge-key", "db", "spool/c1", "spool/g1"):
+        ctld, cport, gport, dbd, db = free_ports(5)
+        self.ports = {"slurmctld": ctld, "cpu": cport, "gpu": gport, "slurmdbd": dbd, "mariadb": db}
+        # node names of this cluster only: a job's cgroup is named by its node and job id, and a second
+        # cluster on this host numbers its jobs from 1 too
+        self.nodes = {"cpu": f"c{ctld}", "gpu": f"g{ctld}"}
+        c1, g1 = self.nodes["cpu"], self.nodes["gpu"]
+        for d in ("etc", "state", "log", "dev", "munge", "munge-key", "db", f"spool/{c1}", f"spool/{g1}"):
             (r / d).mkdir(parents=True, exist_ok=True)
         (r / "munge").chmod(0o755)  # the socket's directory: every user of the cluster connects
         (r / "munge-key").chmod(0o700)
@@ -118,8 +124,6 @@ class LocalSlurm:
         key.chmod(0o600)
         for i in range(GPU_NODE["gpus"]):
             (r / "dev" / f"nvidia{i}").touch()
-        ctld, c1, g1, dbd, db = free_ports(5)
-        self.ports = {"slurmctld": ctld, "c1": c1, "g1": g1, "slurmdbd": dbd, "mariadb": db}
         munge = r / "munge" / "munge.sock"
         self.munge_socket = munge
         self.db_socket = r / "db" / "mysqld.sock"
@@ -139,7 +143,10 @@ class LocalSlurm:
             f"SlurmdPidFile={r}/slurmd-%n.pid",
             f"SlurmctldLogFile={r}/log/slurmctld.log",
             f"SlurmdLogFile={r}/log/slurmd-%n.log",
-            "ProctrackType=proctrack/linuxproc",
+            # cgroup tracking, as on a real cluster: every process of a job is ended with it, also one whose
+            # parent died first (a Snakemake that waits out a SIGTERM while its batch shell is gone: with
+            # linuxproc, which follows parent ids, it outlived a requeue)
+            "ProctrackType=proctrack/cgroup",
             "TaskPlugin=task/none",
             "MpiDefault=none",
             "SelectType=select/cons_tres",
@@ -155,16 +162,19 @@ class LocalSlurm:
             "JobAcctGatherType=jobacct_gather/linux",
             "AccountingStorageEnforce=associations,limits,qos",
             "AccountingStorageTRES=gres/gpu",  # sacct shows a job's GPUs
-            f"NodeName=c1 NodeHostname={host} NodeAddr=127.0.0.1 Port={c1} CPUs={cpus} "
+            f"NodeName={c1} NodeHostname={host} NodeAddr=127.0.0.1 Port={cport} CPUs={cpus} "
             f"RealMemory={self.cpu_mem_mb} State=UNKNOWN",
-            f"NodeName=g1 NodeHostname={host} NodeAddr=127.0.0.1 Port={g1} CPUs={GPU_NODE['cpus']} "
+            f"NodeName={g1} NodeHostname={host} NodeAddr=127.0.0.1 Port={gport} CPUs={GPU_NODE['cpus']} "
             f"RealMemory={GPU_NODE['mem_mb']} Gres=gpu:{GPU_NODE['gpus']} State=UNKNOWN",
-            "PartitionName=cpu Nodes=c1 Default=YES MaxTime=INFINITE State=UP",
-            "PartitionName=gpu Nodes=g1 MaxTime=INFINITE State=UP",
+            f"PartitionName=cpu Nodes={c1} Default=YES MaxTime=INFINITE State=UP",
+            f"PartitionName=gpu Nodes={g1} MaxTime=INFINITE State=UP",
         ]
         self.conf.write_text("\n".join(lines) + "\n")
         last = GPU_NODE["gpus"] - 1
-        (r / "etc" / "gres.conf").write_text(f"NodeName=g1 Name=gpu File={r}/dev/nvidia[0-{last}]\n")
+        (r / "etc" / "cgroup.conf").write_text(
+            "CgroupPlugin=cgroup/v1\nCgroupMountpoint=/sys/fs/cgroup\nCgroupAutomount=no\n"
+        )
+        (r / "etc" / "gres.conf").write_text(f"NodeName={g1} Name=gpu File={r}/dev/nvidia[0-{last}]\n")
         self.db_password = os.urandom(12).hex()
         dbd_conf = r / "etc" / "slurmdbd.conf"  # slurmdbd reads it beside $SLURM_CONF; it must be 0600
         dbd_conf.write_text(
@@ -331,9 +341,10 @@ class LocalSlurm:
         self.run("sacctmgr", "-i", "add", "cluster", CLUSTER)
         self._spawn("slurmctld", ["slurmctld", "-D", "-f", str(self.conf)])
         self._wait("slurmctld", lambda: self._ok("scontrol", "ping"), logs=("slurmctld",))
-        for node in ("c1", "g1"):
+        for node in self.nodes.values():
             self._spawn(f"slurmd-{node}", ["slurmd", "-D", "-N", node, "-f", str(self.conf)])
-        self._wait("both nodes idle", self._nodes_idle, logs=("slurmctld", "slurmd-c1", "slurmd-g1"))
+        logs = ("slurmctld", *(f"slurmd-{n}" for n in self.nodes.values()))
+        self._wait("both nodes idle", self._nodes_idle, logs=logs)
         user = _user()
         self.run("sacctmgr", "-i", "add", "account", ACCOUNT)
         self.run("sacctmgr", "-i", "add", "user", user, f"account={ACCOUNT}")
@@ -345,7 +356,7 @@ class LocalSlurm:
             ["sinfo", "-h", "-N", "-o", "%N %t"], env=self.client_env(), capture_output=True, text=True, timeout=30
         )
         states = dict(line.split() for line in res.stdout.splitlines() if line.strip())
-        return states.get("c1") == "idle" and states.get("g1") == "idle"
+        return all(states.get(n) == "idle" for n in self.nodes.values())
 
     def stop(self) -> None:
         """Cancel every job of this cluster and stop its daemons, by PID, newest first (SIGTERM, then
@@ -368,6 +379,30 @@ class LocalSlurm:
         (self.root / "pids.json").unlink(missing_ok=True)
         self.pids.clear()
         self.procs.clear()
+        self._remove_cgroups()
+
+    def _remove_cgroups(self) -> None:
+        """slurmd leaves its nodes' (empty) cgroup directories, e.g. freezer/slurm_<node>: remove them,
+        deepest first (an empty cgroup is removed with rmdir; one still in use is left alone)."""
+        nodes = getattr(self, "nodes", None)
+        if nodes is None:
+            try:
+                text = self.conf.read_text()
+            except OSError:
+                return
+            nodes = {
+                n: n
+                for n in (
+                    line.split()[0].split("=", 1)[1] for line in text.splitlines() if line.startswith("NodeName=")
+                )
+            }
+        for node in nodes.values():
+            for top in Path("/sys/fs/cgroup").glob(f"*/slurm_{node}"):
+                for d in sorted((p for p in top.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts)) + [top]:
+                    try:
+                        d.rmdir()
+                    except OSError:
+                        pass
 
 
 def _user() -> str:
