@@ -119,6 +119,19 @@ def test_each_attempt_starts_its_own_ray_in_its_private_directory(tmp_path, monk
     assert json.loads(seen.read_text())["dir"] != got["dir"]
 
 
+def test_an_attempt_after_the_last_logged_step_trains_nothing_and_succeeds(tmp_path):
+    """A job preempted after verl logged its last step (but before the job ended) starts again: verl resumes
+    from the final checkpoint, trains nothing and exits 0. That is the run finished, not a failure, and
+    its log is the earlier attempt's."""
+    _run(tmp_path, "for t in (1, 2, 3):\n    log(t)\nsys.exit(0)\n")  # attempt 1: every step
+    (tmp_path / "train.jsonl").unlink()  # what Snakemake does to the outputs of a job it reruns
+    prog = _run(tmp_path, "sys.exit(0)\n")  # attempt 2: nothing left to train
+    assert prog.step == 0
+    assert [json.loads(line)["step"] for line in (tmp_path / "train.jsonl").read_text().splitlines()] == [1, 2, 3]
+    with pytest.raises(TrainingFailed, match="exited at step 0 of 4"):
+        _run(tmp_path, "sys.exit(0)\n", total_steps=4)  # a step never logged is still a failure
+
+
 def test_rays_socket_paths_fit_in_its_private_directory():
     """AF_UNIX allows 107 bytes: the longest socket path Ray makes under RAY_TMPDIR (its session directory
     holds the date, microseconds and the driver's pid) must fit for 7-digit uids and pids."""

@@ -244,6 +244,7 @@ def run_verl(
     # the reason and the last lines of verl's output.
     verl_log = log.with_name("verl.log")
     earlier = attempt_logs(jsonl)
+    logged_before = max((_last_step(a) for a in earlier), default=0)
     current = jsonl.parent / "attempts" / f"{len(earlier) + 1:02d}.jsonl"
     current.parent.mkdir(parents=True, exist_ok=True)
     token = uuid.uuid4().hex[:12]  # this attempt's own weight-push socket (weight_socket) and Ray
@@ -291,7 +292,9 @@ def run_verl(
                 if rc is not None:
                     if rc != 0:
                         reason = f"verl exited with code {rc}"
-                    elif prog.step < total_steps:
+                    elif max(prog.step, logged_before) < total_steps:
+                        # an attempt stopped after its last step was logged (a preemption while the job
+                        # finished) leaves nothing to train: verl resumes from the final checkpoint and exits
                         reason = f"verl exited at step {prog.step} of {total_steps}"
                     break
                 limit = (startup_s or stall_s) if prog.first_step_at is None else stall_s
@@ -319,7 +322,7 @@ def run_verl(
         with log.open("a") as joblog:
             joblog.write(f"FAILED: {msg}\n")
         raise TrainingFailed(msg, prog)
-    assemble([*earlier, current], jsonl)
+    assemble([*earlier, *([current] if current.exists() else [])], jsonl)  # verl may log nothing (see above)
     return prog
 
 
