@@ -21,6 +21,7 @@ LONGEST_FIRST = (
     "tests/stack/test_rehearsal.py",
     "tests/stack/test_mechanisms_stack.py",
     "tests/stack/test_verl_stack.py",
+    "tests/stack/test_slurm.py",
     "tests/stack/test_acceptance.py",
     "tests/stack/test_resume.py",
     "tests/stack/test_checkpoint_faults.py",
@@ -29,7 +30,10 @@ LONGEST_FIRST = (
     "tests/stack/test_watchdog.py",
     "tests/stack/test_prefork.py",
 )
-FIRST_IN_FILE = ("tests/stack/test_rehearsal.py::test_rehearsal_of_the_paper_study",)
+FIRST_IN_FILE = (
+    "tests/stack/test_rehearsal.py::test_rehearsal_of_the_paper_study",
+    "tests/stack/test_slurm.py::test_two_runs_at_once_requeued_end_where_local_runs_end",
+)
 
 
 def pytest_collection_modifyitems(session, config, items) -> None:

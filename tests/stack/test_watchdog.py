@@ -10,6 +10,7 @@ printing an error; the same silent hang the CPU stack's default of 8 actors used
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import textwrap
@@ -90,6 +91,55 @@ def test_whole_run_returns_progress_with_its_group(tmp_path):
     prog = _run(tmp_path, "for t in (1, 2, 3):\n    log(t)\n    time.sleep(0.3)\n")
     assert prog.step == 3 and prog.pgid is not None and prog.first_step_at is not None
     assert wait_group_gone(prog.pgid) == []
+
+
+def test_each_attempt_starts_its_own_ray_in_its_private_directory(tmp_path, monkeypatch):
+    """Ray's temporary directory is the attempt's private one (0700, this user's), never the node's
+    shared /tmp/ray, whose ray_current_cluster would make verl's ray.init() join another job's Ray; an
+    inherited RAY_ADDRESS would do the same and is dropped. The directory goes with the attempt."""
+    monkeypatch.setenv("RAY_ADDRESS", "10.0.0.1:6379")
+    seen = tmp_path / "seen.json"
+    body = f"""\
+        import stat
+        d = os.environ["RAY_TMPDIR"]
+        st = os.stat(d)
+        json.dump({{"dir": d, "mode": stat.S_IMODE(st.st_mode), "uid": st.st_uid,
+                   "token": os.environ["COOLSAMPLER_RUN_TOKEN"], "address": os.environ.get("RAY_ADDRESS")}},
+                  open({str(seen)!r}, "w"))
+        for t in (1, 2, 3):
+            log(t)
+        """
+    _run(tmp_path, body)
+    got = json.loads(seen.read_text())
+    assert got["dir"] == f"/tmp/coolsampler-{os.getuid()}-{got['token']}"
+    assert got["mode"] == 0o700 and got["uid"] == os.getuid()
+    assert got["address"] is None
+    assert not Path(got["dir"]).exists()
+    _run(tmp_path, body)  # a second attempt: another token, another directory
+    assert json.loads(seen.read_text())["dir"] != got["dir"]
+
+
+def test_an_attempt_after_the_last_logged_step_trains_nothing_and_succeeds(tmp_path):
+    """A job preempted after verl logged its last step (but before the job ended) starts again: verl resumes
+    from the final checkpoint, trains nothing and exits 0. That is the run finished, not a failure, and
+    its log is the earlier attempt's."""
+    _run(tmp_path, "for t in (1, 2, 3):\n    log(t)\nsys.exit(0)\n")  # attempt 1: every step
+    (tmp_path / "train.jsonl").unlink()  # what Snakemake does to the outputs of a job it reruns
+    prog = _run(tmp_path, "sys.exit(0)\n")  # attempt 2: nothing left to train
+    assert prog.step == 0
+    assert [json.loads(line)["step"] for line in (tmp_path / "train.jsonl").read_text().splitlines()] == [1, 2, 3]
+    with pytest.raises(TrainingFailed, match="exited at step 0 of 4"):
+        _run(tmp_path, "sys.exit(0)\n", total_steps=4)  # a step never logged is still a failure
+
+
+def test_rays_socket_paths_fit_in_its_private_directory():
+    """AF_UNIX allows 107 bytes: the longest socket path Ray makes under RAY_TMPDIR (its session directory
+    holds the date, microseconds and the driver's pid) must fit for 7-digit uids and pids."""
+    from coolsampler.worker.weight_socket import MAX_SOCKET_PATH
+
+    root = f"/tmp/coolsampler-{'9' * 7}-{'f' * 12}"  # socket_dir's shape: uid, 12-hex token
+    session = "session_2026-12-03_08-20-07_123456_" + "9" * 7
+    assert len(f"{root}/ray/{session}/sockets/plasma_store") <= MAX_SOCKET_PATH
 
 
 def test_stall_mid_run_fails_loudly_and_kills_the_group(tmp_path):

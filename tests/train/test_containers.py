@@ -59,8 +59,13 @@ def verl_local_version() -> str:
 
 
 def dockerfile_base() -> tuple[str, str, str]:
-    m = re.search(r"^FROM\s+(\S+?):(v[\d.]+)@(sha256:[0-9a-f]{64})\s*$", DOCKERFILE, re.M)
-    assert m, "FROM must pin the base by tag and digest"
+    """The base a build without build args uses: BASE_IMAGE's default, the one FROM (a stand-in base is
+    a --build-arg, never an edit)."""
+    m = re.search(r"^ARG BASE_IMAGE=(\S+?):(v[\d.]+)@(sha256:[0-9a-f]{64})\s*$", DOCKERFILE, re.M)
+    assert m, "BASE_IMAGE's default must pin the base by tag and digest"
+    assert re.findall(r"^FROM\s+(.*?)\s*$", DOCKERFILE, re.M) == ["${BASE_IMAGE}"]
+    # BuildKit fetches a "# syntax=" frontend from Docker Hub: an offline or air-gapped build fails on it
+    assert not re.search(r"^#\s*syntax\s*=", DOCKERFILE, re.M | re.I)
     return m.group(1), m.group(2), m.group(3)
 
 
@@ -494,3 +499,52 @@ def test_the_test_kit_never_enters_the_image() -> None:
     assert "workflow/coolsampler/testkit" in ignore
     assert "rm -rf /opt/coolsampler/src/workflow/coolsampler/testkit" in DEF
     assert not [m for m in image_modules() if m.startswith("coolsampler.testkit")]
+
+
+def test_an_engine_missing_on_the_node_is_one_clear_error():
+    """A compute node without Apptainer: the job says which engine is missing where, not a traceback."""
+    from coolsampler.train.container import verl_version_in
+
+    with pytest.raises(ContainerError, match="no-such-engine-x is not on PATH on .*runs in the image"):
+        verl_version_in(["no-such-engine-x", "exec", "image.sif"])
+
+
+def test_a_stand_in_base_is_a_build_argument(monkeypatch) -> None:
+    """COOLSAMPLER_BASE_IMAGE (a locally built stand-in) goes in as --build-arg BASE_IMAGE; without it the
+    build has no such argument and takes the Dockerfile's pinned base."""
+    version = "0.9.1+coolsampler.abc"
+    monkeypatch.delenv("COOLSAMPLER_BASE_IMAGE", raising=False)
+    assert not any(a.startswith("BASE_IMAGE=") for a in build_image.build_command("docker", "img", version))
+    monkeypatch.delenv("COOLSAMPLER_BUILD_NETWORK", raising=False)
+    assert "--network" not in build_image.build_command("docker", "img", version)
+    monkeypatch.setenv("COOLSAMPLER_BASE_IMAGE", "coolsampler-local/vllm-openai:v0.24.0")
+    monkeypatch.setenv("COOLSAMPLER_BUILD_NETWORK", "host")  # a daemon without a bridge network
+    cmd = build_image.build_command("docker", "img", version)
+    assert cmd[cmd.index("BASE_IMAGE=coolsampler-local/vllm-openai:v0.24.0") - 1] == "--build-arg"
+    assert cmd[cmd.index("--network") + 1] == "host"
+
+
+@pytest.mark.parametrize("client,buildx,ok", [("20.10.24+dfsg1", 1, True), ("28.2.2", 0, True), ("28.2.2", 1, False)])
+def test_a_client_without_buildkit_is_named_before_the_build(tmp_path, monkeypatch, client, buildx, ok) -> None:
+    """Docker >= 23 builds with BuildKit only through buildx (Debian 12 has none); the classic builder would
+    ignore containers/Dockerfile.dockerignore and send the whole repository. Said before building."""
+    fake = tmp_path / "docker"
+    fake.write_text(
+        f'#!/bin/sh\n[ "$1" = version ] && echo {client} && exit 0\n[ "$1" = buildx ] && exit {buildx}\nexit 0\n'
+    )
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+    why = build_image.buildkit_missing()
+    assert (why is None) is ok, why
+    if not ok:
+        assert f"{fake} (version {client})" in why and "buildx" in why
+
+
+@pytest.mark.parametrize("dockerfile", ["Dockerfile", "Dockerfile.cpu"])
+def test_an_image_runs_as_any_uid(dockerfile: str) -> None:
+    """`docker run --user "$(id -u):$(id -g)"` gives a uid the image has no passwd entry for: getpass.getuser()
+    (Snakemake's run header; torch's compile cache, reached by importing verl) raises KeyError unless USER or
+    LOGNAME is set. Found by running the README's docker line as uid 1000 in the built image."""
+    text = (ROOT / "containers" / dockerfile).read_text()
+    env = re.search(r"^ENV\s+((?:.*\\\n)*.*)$", text[text.rindex("\nENV ") :], re.M).group(1)
+    assert "USER=coolsampler" in env and "LOGNAME=coolsampler" in env

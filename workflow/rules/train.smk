@@ -43,6 +43,18 @@ if not ANALYSIS_ONLY:
             "../scripts/train.py"
 
 
+# On SLURM (profiles/slurm): a train job SLURM can never place (e.g. more memory than any node of its
+# partition) is reported with SLURM's reason and cancelled instead of waited on (coolsampler.train.slurm).
+from coolsampler.train.slurm import SlurmSetupError, watch_pending
+
+
+onstart:
+    try:
+        watch_pending(workflow, logger.error)
+    except SlurmSetupError as err:
+        raise WorkflowError(str(err)) from None
+
+
 # A run whose run.yaml records another training key: its checkpoints and per-attempt logs (what a
 # restarted job resumes from) are set aside under superseded/<old key>/, so it trains from step 0.
 rule supersede:

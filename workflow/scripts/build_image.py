@@ -11,6 +11,10 @@ sha256 of that file. Either way the digest file holds one line, ``sha256:<64 hex
 training job runs (docker) or records (apptainer) and writes into its run.yaml.
 
 The wheel the image installs must already exist (rule verl_wheel); the build fails otherwise.
+``COOLSAMPLER_BASE_IMAGE`` in the environment replaces the Dockerfile's pinned base (its ``BASE_IMAGE``
+build argument): a stand-in built locally where Docker Hub is out of reach (workflow/tools/docker_bases.py).
+``COOLSAMPLER_BUILD_NETWORK=host`` builds with the host's network (``--network host``): a Docker daemon
+without a bridge network (``dockerd --bridge=none``) gives the build's pip none otherwise.
 Standard library only.
 """
 
@@ -26,6 +30,8 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
+BASE_ENV = "COOLSAMPLER_BASE_IMAGE"
+NETWORK_ENV = "COOLSAMPLER_BUILD_NETWORK"
 
 
 class ImageBuildError(RuntimeError):
@@ -48,6 +54,10 @@ def build_command(
             "-t",
             image,
         ]
+        if os.environ.get(BASE_ENV):
+            cmd += ["--build-arg", f"BASE_IMAGE={os.environ[BASE_ENV]}"]
+        if os.environ.get(NETWORK_ENV):
+            cmd += ["--network", os.environ[NETWORK_ENV]]
         if iidfile is not None:
             cmd += ["--iidfile", str(iidfile)]
         return [*cmd, str(root)]
@@ -62,6 +72,25 @@ def build_command(
             str(root / "containers" / "coolsampler.def"),
         ]
     raise ImageBuildError(f"engine {engine!r}: allowed docker, apptainer")
+
+
+def buildkit_missing() -> str | None:
+    """Why this docker client cannot build with BuildKit, or None. The build needs it: only BuildKit reads
+    containers/Dockerfile.dockerignore, without which the whole repository (environments, results) is the
+    build context. Docker clients before 23 carry BuildKit; later ones need the buildx plugin, which
+    Debian 12 does not package (its docker.io client is 20.10)."""
+    ver = subprocess.run(["docker", "version", "--format", "{{.Client.Version}}"], capture_output=True, text=True)
+    major = ver.stdout.strip().split(".")[0]
+    if major.isdigit() and int(major) < 23:
+        return None
+    if subprocess.run(["docker", "buildx", "version"], capture_output=True).returncode == 0:
+        return None
+    where = shutil.which("docker")
+    return (
+        f"the docker client {where} (version {ver.stdout.strip() or '?'}) builds with BuildKit only through "
+        "the buildx plugin, which is missing: install it, or put a client with BuildKit built in first on "
+        "PATH (Debian's docker.io: /usr/bin/docker)"
+    )
 
 
 def sha256_file(path: Path) -> str:
@@ -79,6 +108,8 @@ def build(engine: str, image: str, verl_version: str, digest_out: Path, *, root:
         raise ImageBuildError(f"{wheel} is missing: build it first (snakemake verl_wheel)")
     if shutil.which(engine) is None:
         raise ImageBuildError(f"{engine} is not on PATH; set container.engine to what this host has (or none)")
+    if engine == "docker" and (why := buildkit_missing()):
+        raise ImageBuildError(why)
     env = {**os.environ, "DOCKER_BUILDKIT": "1"}
     with tempfile.TemporaryDirectory() as tmp:
         iid = Path(tmp) / "iid"

@@ -209,7 +209,13 @@ def training_prefix(
 def verl_version_in(prefix: Sequence[str], *, timeout_s: float = 600) -> str:
     """The verl version installed in the image, read through the same prefix training will use."""
     probe = "import importlib.metadata as m; print(m.version('verl'))"
-    res = subprocess.run([*prefix, "python3", "-c", probe], capture_output=True, text=True, timeout=timeout_s)
+    try:
+        res = subprocess.run([*prefix, "python3", "-c", probe], capture_output=True, text=True, timeout=timeout_s)
+    except FileNotFoundError:  # e.g. a compute node without Apptainer: say so, not a traceback
+        raise ContainerError(
+            f"{prefix[0]} is not on PATH on {os.uname().nodename}: this training job runs in the image "
+            f"(container.engine {prefix[0]}); install it there or set container.engine"
+        ) from None
     if res.returncode != 0:
         tail = (res.stderr or res.stdout).strip().splitlines()[-5:]
         raise ContainerError(f"cannot read verl's version in the image ({' '.join(prefix[:3])}): {tail}")

@@ -27,7 +27,7 @@ from coolsampler.train.checkpoints import resume_point
 from coolsampler.train.platform import PREFORK_ENV
 from coolsampler.worker import prefork
 from coolsampler.worker.env import RUN_TOKEN_ENV
-from coolsampler.worker.weight_socket import socket_dir
+from coolsampler.worker.weight_socket import private_dir, socket_dir
 
 
 class TrainingFailed(RuntimeError):
@@ -191,6 +191,21 @@ def verl_command(overrides: list[str], env: dict[str, str], python: list[str] | 
     return [*python, "-m", "verl.trainer.main_ppo", *overrides]
 
 
+def ray_env(token: str) -> dict[str, str]:
+    """Ray's temporary directory for one attempt: the attempt's private directory (created here, 0700,
+    removed when the attempt ends), beside its weight-push socket.
+
+    Why not Ray's default ``/tmp/ray``: every job on a node shares it. verl's ``ray.init()`` (no
+    address) reads ``/tmp/ray/ray_current_cluster`` and *joins* the Ray that a ``ray start`` left
+    there (someone else's, on a shared node) instead of starting its own; a ``/tmp/ray`` made by
+    another user cannot be written at all; and Ray never removes its sessions. In its own directory
+    each attempt starts its own Ray, whose ports Ray picks free, and leaves nothing behind. A
+    ``RAY_ADDRESS`` inherited from the submitting shell (``sbatch --export=ALL``) would do the same as
+    the file, so run_verl drops it. A Docker run does not get this variable (its ``/tmp`` is the
+    container's own); Apptainer's shares the host's ``/tmp`` and inherits it."""
+    return {"RAY_TMPDIR": str(private_dir(token))}
+
+
 def run_verl(
     overrides: list[str],
     *,
@@ -224,19 +239,23 @@ def run_verl(
     # the reason and the last lines of verl's output.
     verl_log = log.with_name("verl.log")
     earlier = attempt_logs(jsonl)
+    logged_before = max((_last_step(a) for a in earlier), default=0)
     current = jsonl.parent / "attempts" / f"{len(earlier) + 1:02d}.jsonl"
     current.parent.mkdir(parents=True, exist_ok=True)
+    token = uuid.uuid4().hex[:12]  # this attempt's own weight-push socket (weight_socket) and Ray
     full_env = {
         **os.environ,
         **(env or {}),
         "VERL_FILE_LOGGER_PATH": str(current),
         "PYTHONUNBUFFERED": "1",
-        RUN_TOKEN_ENV: uuid.uuid4().hex[:12],  # this attempt's own weight-push socket (weight_socket)
+        RUN_TOKEN_ENV: token,
+        **ray_env(token),
     }
+    full_env.pop("RAY_ADDRESS", None)  # see ray_env: verl's ray.init() must start this attempt's own Ray
     _instrument(full_env, jsonl.parent)
     # in a container the image's interpreter runs verl
     python = [*prefix, "python3"] if prefix else [sys.executable]
-    start = resume_point(overrides, max((_last_step(a) for a in earlier), default=0))
+    start = resume_point(overrides, logged_before)
     overrides = [*overrides, *start.overrides]
     cmd = list(cmd) if cmd else verl_command(overrides, full_env, python)
     say = on_progress or (lambda s: None)
@@ -272,7 +291,9 @@ def run_verl(
                 if rc is not None:
                     if rc != 0:
                         reason = f"verl exited with code {rc}"
-                    elif prog.step < total_steps:
+                    elif max(prog.step, logged_before) < total_steps:
+                        # an attempt stopped after its last step was logged (a preemption while the job
+                        # finished) leaves nothing to train: verl resumes from the final checkpoint and exits
                         reason = f"verl exited at step {prog.step} of {total_steps}"
                     break
                 limit = (startup_s or stall_s) if prog.first_step_at is None else stall_s
@@ -300,7 +321,7 @@ def run_verl(
         with log.open("a") as joblog:
             joblog.write(f"FAILED: {msg}\n")
         raise TrainingFailed(msg, prog)
-    assemble([*earlier, current], jsonl)
+    assemble([*earlier, *([current] if current.exists() else [])], jsonl)  # verl may log nothing (see above)
     return prog
 
 
@@ -382,10 +403,10 @@ def _dump_stacks(sid: int, logf) -> None:
 
 
 def _remove_socket_dir(token: str) -> None:
-    """Remove this attempt's weight-push socket directory (``coolsampler.worker.weight_socket``),
-    best effort: it is empty after a clean run, and nothing but the attempt's own sockets is ever in it.
+    """Remove this attempt's private directory (``coolsampler.worker.weight_socket``), best effort, once
+    its processes are gone: its weight-push sockets and its Ray session (``ray_env``), nothing else.
     Only that directory: a symlink under its name is left alone (rmtree refuses to follow one), and
-    a container with its own /tmp (docker) leaves nothing here to remove."""
+    a container with its own /tmp (docker) leaves only the empty directory here."""
     shutil.rmtree(socket_dir(token), ignore_errors=True)
 
 

@@ -444,10 +444,14 @@ def kv_cache_needed(s: Setting, samples_per_step: int) -> int:
 
 
 def slurm_train_mem_bytes(profile: Path) -> int:
-    """The host memory a SLURM training job gets: ``set-resources.train.mem_mb`` of the profile, read
-    as 10^6 bytes (SLURM's --mem counts MiB, so this errs on the safe side)."""
+    """The host memory a SLURM training job gets: rule train's ``mem_mb``, the gpu platform's, unless the
+    profile's ``set-resources.train.mem_mb`` overrides it; read as 10^6 bytes (SLURM's --mem counts MiB,
+    so this errs on the safe side)."""
+    from coolsampler.train.platform import get_platform
+
     cfg = yaml.safe_load(profile.read_text())
-    return int(cfg["set-resources"]["train"]["mem_mb"]) * 10**6
+    override = ((cfg.get("set-resources") or {}).get("train") or {}).get("mem_mb")
+    return int(override or get_platform("gpu").mem_mb) * 10**6
 
 
 # --------------------------------------------------------------------------------------------------

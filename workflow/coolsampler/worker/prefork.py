@@ -169,6 +169,13 @@ def _python_path(env: dict[str, str], script: str, base: list[str]) -> list[str]
     return [*head, *(p for p in base if p not in head)]
 
 
+def inherited_options() -> set[str]:
+    """Interpreter options of Ray's worker command that a child forked from this process already has:
+    -u (our stdio is unbuffered: PYTHONUNBUFFERED), and the -s / -S Ray copies from its driver's own flags
+    (PYTHONNOUSERSITE=1, as the images set, gives -s) when this process runs with them too."""
+    return {"-u"} | ({"-s"} if sys.flags.no_user_site else set()) | ({"-S"} if sys.flags.no_site else set())
+
+
 def _worker_child(
     req: dict, fds: list[int], conn: socket.socket, base_path: list[str], import_env: dict[str, str]
 ) -> None:
@@ -180,7 +187,7 @@ def _worker_child(
     argv = list(req["argv"])
     while argv and argv[0].startswith("-"):
         opt = argv.pop(0)
-        if opt != "-u":  # Ray passes -u only; our stdio is unbuffered already (PYTHONUNBUFFERED)
+        if opt not in inherited_options():
             print(f"prefork: interpreter option {opt!r} not supported", file=sys.stderr)
             _exit_child(2)
     if not argv:
