@@ -492,10 +492,10 @@ def test_two_runs_at_once_requeued_end_where_local_runs_end(cluster, tmp_path, t
     _, held, logged = seen["requeued"][first]
     assert logged == 2 * SAVE_EVERY - 1, logged
     assert f"global_step_{SAVE_EVERY}/actor/model_world_size_1_rank_0.pt" in held, held
-    assert f"global_step_{2 * SAVE_EVERY}/actor/sampler_snapshot.pt" in held, held
+    assert f"global_step_{2 * SAVE_EVERY}/actor/sampler_snapshot_world_size_1_rank_0.pt" in held, held
     _, held, logged = seen["requeued"][second]
     assert logged == SAVE_EVERY - 1, logged
-    assert f"global_step_{SAVE_EVERY}/actor/sampler_snapshot.pt" in held, held
+    assert f"global_step_{SAVE_EVERY}/actor/sampler_snapshot_world_size_1_rank_0.pt" in held, held
     assert not [f for f in held if "model_world_size" in f or f == "latest_checkpointed_iteration.txt"], held
     # nothing of a requeued attempt outlived it (by SLURM_JOB_ID in each process's environment)
     left = {
