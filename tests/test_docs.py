@@ -120,17 +120,15 @@ def concrete(cmd: list[str], tmp: Path) -> list[str]:
 
 
 # --------------------------------------------------------------------------------------------- the site
+def _build_site(root: Path, site: Path) -> subprocess.CompletedProcess:
+    """mkdocs build --strict of the site configured in ROOT, into SITE."""
+    cmd = [sys.executable, "-m", "mkdocs", "build", "--strict", "-d", str(site)]
+    return subprocess.run(cmd, cwd=root, capture_output=True, text=True, env=ENV, timeout=120, check=False)
+
+
 def test_the_site_builds_strictly(tmp_path):
     """mkdocs build --strict: a broken link or anchor, or a page missing from the nav, fails the build."""
-    res = subprocess.run(
-        [sys.executable, "-m", "mkdocs", "build", "--strict", "-d", str(tmp_path / "site")],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        env=ENV,
-        timeout=120,
-        check=False,
-    )
+    res = _build_site(REPO, tmp_path / "site")
     assert res.returncode == 0, res.stdout + res.stderr
     assert "WARNING" not in res.stderr, res.stderr
     for page in ("index.html", "reference/study.html", "figures/fig1.html"):
@@ -144,15 +142,7 @@ def test_the_strict_build_fails_on_a_broken_link(tmp_path):
     shutil.copy(REPO / "mkdocs.yml", tmp_path / "mkdocs.yml")
     with (tmp_path / "docs" / "claims.md").open("a") as f:
         f.write("\nSee [the missing page](no-such-page.md).\n")
-    res = subprocess.run(
-        [sys.executable, "-m", "mkdocs", "build", "--strict", "-d", str(tmp_path / "site")],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        env=ENV,
-        timeout=120,
-        check=False,
-    )
+    res = _build_site(tmp_path, tmp_path / "site")
     assert res.returncode != 0 and "no-such-page.md" in res.stderr, res.stderr
 
 
