@@ -162,6 +162,33 @@ def test_dockerfile_policy() -> None:
         assert needed in ignore
 
 
+def test_the_cpu_lock_installs_on_the_lowest_python_the_project_admits() -> None:
+    """The CPU image installs the CPU lock on Debian 12's Python 3.11.2, and pyproject admits any 3.11: a pin
+    whose release needs a later patch level (pymdown-extensions 13 needs 3.11.5) resolves in this venv but
+    fails that build. Read from the installed distributions' own Requires-Python (setup_env installs the lock)."""
+    from importlib import metadata
+
+    from packaging.specifiers import SpecifierSet
+
+    floor = re.search(r'requires-python = ">=([\d.]+)"', (ROOT / "pyproject.toml").read_text()).group(1)
+    lowest = ".".join((floor.split(".") + ["0", "0"])[:3])
+    pins = re.findall(r"^([A-Za-z0-9_.-]+)==(\S+)$", (ROOT / "config/env/cpu-lock.txt").read_text(), re.M)
+    checked, too_new = 0, []
+    for name, version in pins:
+        try:
+            dist = metadata.distribution(name)
+        except metadata.PackageNotFoundError:
+            continue
+        if dist.version != version:
+            continue
+        checked += 1
+        needs = dist.metadata.get("Requires-Python")
+        if needs and not SpecifierSet(needs).contains(lowest):
+            too_new.append(f"{name}=={version} needs Python {needs}")
+    assert checked > 100, checked
+    assert not too_new, f"pins that do not install on Python {lowest}: {too_new}"
+
+
 def hadolint() -> str | None:
     return shutil.which("hadolint") or (
         str(Path(sys.executable).with_name("hadolint")) if Path(sys.executable).with_name("hadolint").exists() else None
