@@ -78,5 +78,6 @@ test "$(version verl)" = "$VERL_VERSION" || { echo "install.sh: verl is $(versio
 "$PY" -m pip check || echo "install.sh: pip check reports the conflicts above (the image's own pins win)" >&2
 # Everything a training step imports, and the learner's attention on a tiny Qwen2 (CPU).
 "$PY" /opt/coolsampler/check_image.py
-rm -rf /opt/coolsampler/wheels
+# The wheel stays (COOLSAMPLER_VERL_WHEELHOUSE): rule verl_wheel copies it instead of fetching verl from PyPI,
+# so the pipeline runs inside the image offline, from a fresh clone (workflow/scripts/build_verl.py).
 echo "install.sh: vllm $VLLM_VERSION, torch $TORCH_VERSION, transformers $TRANSFORMERS_VERSION, verl $VERL_VERSION"

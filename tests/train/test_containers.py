@@ -129,6 +129,50 @@ def test_both_install_the_wheel_of_the_same_patch_set_with_one_script() -> None:
     assert "version=VERL_LOCAL_VERSION" in smk and "--verl-version {params.version}" in smk
 
 
+def test_each_image_keeps_its_wheel_where_rule_verl_wheel_finds_it() -> None:
+    """Inside an image the pipeline runs offline from a fresh clone: rule verl_wheel copies the wheel the image
+    was installed from (COOLSAMPLER_VERL_WHEELHOUSE) instead of fetching verl from PyPI."""
+    import build_verl
+
+    house = "/opt/coolsampler/wheels"
+    assert dockerfile_env()[build_verl.WHEELHOUSE_ENV] == house
+    assert f"export {build_verl.WHEELHOUSE_ENV}={house}" in def_section("environment")
+    assert f"rm -rf {house}" not in (ROOT / "containers/install.sh").read_text()
+    cpu = (ROOT / "containers/Dockerfile.cpu").read_text()
+    assert f"cp results/build/verl-*.whl {house}/" in cpu
+    assert re.search(rf"^ENV (?:.*\\\n)*\s*{build_verl.WHEELHOUSE_ENV}={re.escape(house)} ", cpu, re.M)
+
+
+def test_a_wheel_of_the_same_patches_is_copied_and_any_other_is_not(tmp_path, monkeypatch) -> None:
+    import zipfile
+
+    import build_verl
+
+    patches = sorted((ROOT / "patches" / "verl").glob("*.patch"))
+    version = build_verl.local_version(patches)
+    house = tmp_path / "house"
+    house.mkdir()
+    kept = house / f"verl-{version}-py3-none-any.whl"
+    monkeypatch.setenv(build_verl.WHEELHOUSE_ENV, str(house))
+
+    def write(record: str) -> None:
+        with zipfile.ZipFile(kept, "w") as z:
+            z.writestr(build_verl.PATCH_RECORD, record)
+            z.writestr("verl/__init__.py", "# kept\n")
+
+    write(build_verl.patch_record(patches))
+    out = build_verl.build(tmp_path / "out", ROOT / "patches" / "verl")
+    assert out == tmp_path / "out" / kept.name and out.read_bytes() == kept.read_bytes()
+    # a wheel whose recorded patches differ (an edited patch, the same name) is never taken for this set
+    write(build_verl.patch_record(patches[:-1]))
+    assert build_verl.prebuilt(patches, version) is None
+    kept.write_bytes(b"not a zip")
+    assert build_verl.prebuilt(patches, version) is None
+    monkeypatch.delenv(build_verl.WHEELHOUSE_ENV)
+    write(build_verl.patch_record(patches))
+    assert build_verl.prebuilt(patches, version) is None
+
+
 def test_install_script_is_valid_bash_and_checks_the_pins() -> None:
     script = ROOT / "containers" / "install.sh"
     subprocess.run(["bash", "-n", str(script)], check=True)

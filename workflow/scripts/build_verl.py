@@ -9,6 +9,10 @@ Standard library + pip + ``wheel`` + GNU patch only, so it runs before anything 
 A patch that does not apply stops the build naming the patch, the file, the hunk and the verl
 version found.
 
+An image keeps the wheel it was installed from and names its folder in ``COOLSAMPLER_VERL_WHEELHOUSE``:
+a wheel there built from these very patches (its recorded patch list equal to patches/verl's names and
+sha256) is copied instead of built, so the pipeline runs inside the image offline, from a fresh clone.
+
     python workflow/scripts/build_verl.py --out results/build [--patches patches/verl] [--wheel FILE]
 """
 
@@ -16,16 +20,20 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import os
 import re
 import shutil
 import subprocess
 import sys
 import tempfile
+import zipfile
 from pathlib import Path
 
 VERL_VERSION = "0.9.1"
 VERL_WHEEL = f"verl-{VERL_VERSION}-py3-none-any.whl"
 VERL_SHA256 = "db6e6f2a8d9d5808d9ec32d357a42319fdc6967df688ff9d9810050f49bfdd14"
+WHEELHOUSE_ENV = "COOLSAMPLER_VERL_WHEELHOUSE"
+PATCH_RECORD = "verl/coolsampler_patches.txt"
 
 
 class BuildError(RuntimeError):
@@ -50,6 +58,25 @@ def patch_hash(patches: list[Path]) -> str:
 
 def local_version(patches: list[Path]) -> str:
     return f"{VERL_VERSION}+coolsampler.{patch_hash(patches)}"
+
+
+def patch_record(patches: list[Path]) -> str:
+    """What a built wheel records of the patches it was built from (one ``name sha256`` line each)."""
+    return "".join(f"{p.name} {sha256(p)}\n" for p in patches)
+
+
+def prebuilt(patches: list[Path], version: str) -> Path | None:
+    """A wheel of this very patch set in the wheelhouse an image names (module doc), or None."""
+    house = os.environ.get(WHEELHOUSE_ENV)
+    wheel = Path(house) / f"verl-{version}-py3-none-any.whl" if house else None
+    if wheel is None or not wheel.is_file():
+        return None
+    try:
+        with zipfile.ZipFile(wheel) as z:
+            recorded = z.read(PATCH_RECORD).decode()
+    except (KeyError, zipfile.BadZipFile):
+        return None
+    return wheel if recorded == patch_record(patches) else None
 
 
 def fetch_wheel(dest: Path, wheel: Path | None) -> Path:
@@ -98,6 +125,11 @@ def build(out: Path, patches_dir: Path, wheel: Path | None = None) -> Path:
         raise BuildError(f"no patches in {patches_dir}")
     version = local_version(patches)
     out.mkdir(parents=True, exist_ok=True)
+    kept = prebuilt(patches, version) if wheel is None else None
+    if kept is not None:
+        print(f"build_verl: {kept} was built from these patches; copied, not built", file=sys.stderr)
+        shutil.copy2(kept, out / kept.name)
+        return out / kept.name
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         src = fetch_wheel(tmp, wheel)
@@ -111,7 +143,7 @@ def build(out: Path, patches_dir: Path, wheel: Path | None = None) -> Path:
         meta = info / "METADATA"
         meta.write_text(re.sub(r"(?m)^Version: .*$", f"Version: {version}", meta.read_text(), count=1))
         info.rename(tree / f"verl-{version}.dist-info")
-        (tree / "verl" / "coolsampler_patches.txt").write_text("".join(f"{p.name} {sha256(p)}\n" for p in patches))
+        (tree / PATCH_RECORD).write_text(patch_record(patches))
         (tmp / "dist").mkdir()
         subprocess.run([sys.executable, "-m", "wheel", "pack", "--dest-dir", str(tmp / "dist"), str(tree)], check=True)
         built = next((tmp / "dist").glob("verl-*.whl"))
