@@ -307,4 +307,6 @@ def test_documented_snakemake_targets_dry_run(group):
     argv += ["--config", *config] if config else []
     res = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=300, check=False)
     assert res.returncode == 0, (sorted(set(pages)), argv, res.stderr[-3000:])
-    assert "This was a dry-run" in res.stdout + res.stderr
+    # a checkout whose results are already built plans nothing: that too is a DAG built from these targets
+    out = res.stdout + res.stderr
+    assert "This was a dry-run" in out or "Nothing to be done" in out, out[-3000:]
