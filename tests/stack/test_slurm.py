@@ -32,7 +32,7 @@ import yaml
 
 from coolsampler.spec.study import load_study
 from coolsampler.train.slurm import never_placed, parse_record
-from tests.stack import REPO, copy_repo
+from tests.stack import REPO, copy_repo, records
 
 pytestmark = [pytest.mark.slow]
 
@@ -391,14 +391,6 @@ def logged_steps(path: Path) -> list[int]:
     return steps
 
 
-def jsonl_records(path: Path) -> dict[int, dict]:
-    out: dict[int, dict] = {}
-    for line in path.read_text().splitlines():
-        rec = json.loads(line)
-        out.setdefault(rec["step"], {}).update(rec["data"])
-    return out
-
-
 @pytest.mark.timeout(1800)
 def test_two_runs_at_once_requeued_end_where_local_runs_end(cluster, tmp_path, tmp_path_factory):
     from tests.stack import shared_world
@@ -526,8 +518,8 @@ def test_two_runs_at_once_requeued_end_where_local_runs_end(cluster, tmp_path, t
         else:  # killed inside its first save: no whole checkpoint to resume from, it trains anew
             assert (last, resumed_at) == (SAVE_EVERY - 1, 1), (last, resumed_at)
         # 3. the same samples and rewards as the run trained locally, every step, and its float metrics
-        got = jsonl_records(repo / f"results/slurm/runs/{key}/train.jsonl")
-        ref = jsonl_records(repo / f"results/local/runs/{key}/train.jsonl")
+        got = records(repo / f"results/slurm/runs/{key}/train.jsonl")
+        ref = records(repo / f"results/local/runs/{key}/train.jsonl")
         assert sorted(got) == sorted(ref) == list(range(0, STEPS + 1)), (what, sorted(got))
         worst = 0.0
         for step in ref:
