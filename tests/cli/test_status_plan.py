@@ -20,7 +20,7 @@ from coolsampler.cli.plan import make_plan, summary, wall_hours
 from coolsampler.cli.status import hmm, run_state, stall_threshold, study_states, watchdog_stall_s
 from coolsampler.spec.settings import step_seconds
 from coolsampler.spec.study import load_study
-from coolsampler.train.memory import checkpoint_disk_bytes
+from coolsampler.train.memory import checkpoint_bytes
 
 REPO = Path(__file__).resolve().parents[2]
 SMOKE, PAPER = REPO / "config" / "config.yaml", REPO / "config" / "paper.yaml"
@@ -213,11 +213,14 @@ def test_plan_of_the_paper_study_from_the_paper_step_times(tmp_path: Path, capsy
     assert s["hours_all"] == pytest.approx(hours) and s["gpu_hours_all"] == pytest.approx(4 * hours)
     assert 200 < s["hours_all"] < 220  # the paper: "55 runs ... roughly 220 GPU-box-hours"
     assert s["wall_todo"] == pytest.approx(hours)  # the gpu-box profile: one 4-GPU run at a time
-    disk = sum(checkpoint_disk_bytes(r.model) for r in paper.runs)
+    disk = sum(checkpoint_bytes(r.model) for r in paper.runs)
     assert s["disk"] == disk
+    # one run at a time (gpu-box), the largest first: a 7B save holds a second checkpoint
+    assert s["disk_peak"] == disk + checkpoint_bytes("qwen2.5-math-7b")
     assert main(["plan", "--study", str(PAPER), "--profile", "slurm", "--results", str(tmp_path)]) == 0
     out = capsys.readouterr().out
-    assert "16 at a time (profiles/slurm jobs: 16" in out and "paper (App. D)" in out and "1.58 TiB" in out
+    assert "16 at a time (profiles/slurm jobs: 16" in out and "paper (App. D)" in out
+    assert "1.72 TiB kept by the runs' directories (one checkpoint each), 2.60 TiB at the peak" in out
 
 
 def test_plan_marks_done_runs_and_uses_their_measured_step_time(tmp_path: Path, capsys) -> None:
@@ -301,6 +304,6 @@ def test_plan_on_gpu_shows_each_runs_processes_and_host_memory(tmp_path: Path, c
     assert main(["plan", "--study", str(PAPER), "--profile", "slurm", "--results", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert "memory of one run on the study's machines (memory.py" in out
-    assert "qwen2.5-math-1.5b math on 4 x 32 GiB GPUs: fits" in out
+    assert "qwen2.5-math-1.5b math on 4 x 31.7 GiB GPUs: fits" in out
     assert "qwen2.5-math-7b gsm8k on 4 x 95.6 GiB GPUs: fits" in out
     assert "| AgentLoopWorker | " in out and "| CUDA host overhead (assumed) | " in out

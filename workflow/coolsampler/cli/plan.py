@@ -9,7 +9,9 @@ Per (model, task) of the study, from the best source there is, each named in the
   platform only, the same numbers ``settings.checkpoint_interval`` derives checkpoints from); else
   unknown ("-": train one run, then plan again);
 * **disk per run**: measured (the largest finished run directory of that model and task), else one
-  checkpoint as ``coolsampler.train.memory.checkpoint_disk_bytes`` computes it for the paper's models;
+  checkpoint as ``coolsampler.train.memory.checkpoint_bytes`` computes it for the paper's models; at the
+  peak a run saving holds a second checkpoint (the previous one is retired only once the new one counts),
+  which the total's peak adds for the runs that train at once;
 * **GPU-hours**: hours per run x the platform's GPUs per run (``coolsampler.train.platform``), for the runs
   not done yet and for all;
 * **wall time**: the remaining runs, ``parallel`` at a time (from the profile: the gpu-box profile's
@@ -70,6 +72,7 @@ class Group:
     source: str
     disk_per_run: int | None
     disk_source: str
+    save_extra: int | None = None  # a second checkpoint, held while a save is under way
 
     def hours(self, run: Run) -> float | None:
         if self.step_s is None:
@@ -186,12 +189,12 @@ def _group(model: str, task: str, runs: list[Run], done: list[str], m: Measured,
     disk, disk_source = None, "-"
     if m.disk:
         disk, disk_source = max(m.disk), "measured"
-    elif platform.name == "gpu":  # memory.py models the gpu platform's run (its GPUs, its dtypes)
-        from coolsampler.train.memory import ARCH, checkpoint_disk_bytes
+    from coolsampler.train.memory import ARCH, checkpoint_bytes
 
-        if model in ARCH:
-            disk, disk_source = checkpoint_disk_bytes(model), "one checkpoint (memory.py)"
-    return Group(model, task, runs, done, step, startup, source, disk, disk_source)
+    extra = checkpoint_bytes(model) if model in ARCH and platform.name == "gpu" else None
+    if disk is None and extra is not None:  # memory.py models the gpu platform's run (its GPUs, its dtypes)
+        disk, disk_source = extra, "one checkpoint (memory.py)"
+    return Group(model, task, runs, done, step, startup, source, disk, disk_source, extra)
 
 
 def wall_hours(hours: list[float], parallel: int) -> float:
@@ -232,6 +235,14 @@ def _h(x: float | None) -> str:
     return "-" if x is None else (f"{x:.1f}" if x >= 10 else f"{x:.2f}")
 
 
+def _save_peak(plan: Plan) -> int:
+    """Disk the runs training at once add during their saves: a second checkpoint each, the largest first."""
+    todo = sorted(
+        (g.save_extra for g in plan.groups for r in g.runs if g.save_extra and r.key not in g.done), reverse=True
+    )
+    return sum(todo[: plan.parallel])
+
+
 def summary(plan: Plan) -> dict[str, Any]:
     """Totals of the plan: runs, done, hours and GPU-hours (remaining and all), wall time, disk."""
     all_h, todo_h, unknown, disk, disk_unknown, over = [], [], [], 0, 0, []
@@ -261,6 +272,7 @@ def summary(plan: Plan) -> dict[str, Any]:
         "wall_todo": wall_hours(todo_h, plan.parallel),
         "unknown": unknown,
         "disk": disk,
+        "disk_peak": disk + _save_peak(plan),
         "disk_unknown": disk_unknown,
         "over_timeout": over,
     }
@@ -313,7 +325,13 @@ def text(plan: Plan, *, list_runs: bool = False) -> str:
         )
     if s["disk_unknown"] < s["runs"]:
         out.append(
-            f"disk: {_gib(s['disk'])} kept by the runs' directories (checkpoints)"
+            f"disk: {_gib(s['disk'])} kept by the runs' directories (one checkpoint each)"
+            + (
+                f", {_gib(s['disk_peak'])} at the peak (a save holds the previous checkpoint until the new one"
+                f" counts, {plan.parallel} run(s) at a time)"
+                if s["disk_peak"] > s["disk"]
+                else ""
+            )
             + (f"; {s['disk_unknown']} run(s) unknown" if s["disk_unknown"] else "")
         )
     else:

@@ -19,6 +19,12 @@ from coolsampler.train.platform import PLATFORMS
 
 def _verl_check(args: argparse.Namespace) -> int:
     from coolsampler.train.verl_config import check_study  # imports verl
+    from coolsampler.worker.gpu_check import bf16_problem, visible_devices
+
+    problem = bf16_problem(visible_devices())  # a login node sees none; a GPU node its own
+    if problem:
+        print(f"FAIL  {problem}")
+        return 1
 
     out, counts = sys.stdout, {"ok": 0, "FAIL": 0}
     # verl prints and logs as it checks ("[validate_config] All configuration checks passed", the

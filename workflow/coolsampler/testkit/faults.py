@@ -1,17 +1,23 @@
 """Test instrument: faults injected into a real run's checkpoint save, and what each rank saw of it.
 
-Enabled only when ``COOLSAMPLER_FAULT`` is set; loaded like the tap through ``VERL_USE_EXTERNAL_MODULES``.
-It wraps the staleness gate's snapshot write (patch 0004's ``_save_sampler_snapshot``, which every actor
-rank calls before the FSDP save and its barriers) in the actor worker:
+Enabled only when ``COOLSAMPLER_FAULT`` is set (one fault, or several separated by commas); loaded like
+the tap through ``VERL_USE_EXTERNAL_MODULES`` (in verl's driver and in every worker).
+Each fault stops the save where a preemption could:
 
-* ``kill-in-first-save``: rank 0 writes its snapshot share, then SIGKILLs every process of its session
-  (verl's driver, Ray, vLLM: a preemption) before the FSDP save starts, at the first save of the run;
+* ``kill-in-first-save``: rank 0 writes its snapshot share (patch 0004's ``_save_sampler_snapshot``,
+  which every actor rank calls before the FSDP save and its barriers), then SIGKILLs every process of
+  its session (verl's driver, Ray, vLLM: a preemption) before the FSDP save starts, at the first save;
+* ``kill-before-tracker@K``: at step K's save the driver is killed (with its session) after every file
+  of the checkpoint is written and before the commit writes the tracker (patch 0006): upstream verl had
+  deleted the previous checkpoint by then;
+* ``torn-save@K``: at step K's save, once the actor's save returns, rank 0's model shard is cut to half
+  its length (a ``torch.save`` killed mid-write leaves such a file) and the session is killed;
 * ``slow-snapshot-write=<seconds>``: rank 0 sleeps that long before writing its share at every save, as a
   slow filesystem would, so the other ranks wait that long in the save's first barrier.
 
 Each rank appends one JSON line per save to ``COOLSAMPLER_FAULT_LOG``: its rank, the step, how long its
 whole checkpoint save took (a rank held in a barrier by a slow writer takes as long) and the timeout of
-its process group as torch holds it. Runs inside verl's actor workers; imports torch there.
+its process group as torch holds it. Runs inside verl's processes; imports torch there.
 """
 
 from __future__ import annotations
@@ -20,15 +26,29 @@ import json
 import os
 import signal
 import time
+from pathlib import Path
 from types import ModuleType
 
 from coolsampler.train.launch import proc_table
+from coolsampler.worker import checkpoint_files
 from coolsampler.worker.after_import import patch_after_import
 
 FAULT_ENV = "COOLSAMPLER_FAULT"
 FAULT_LOG_ENV = "COOLSAMPLER_FAULT_LOG"
 KILL_IN_FIRST_SAVE = "kill-in-first-save"
 SLOW_WRITE = "slow-snapshot-write="
+KILL_BEFORE_TRACKER = "kill-before-tracker@"
+TORN_SAVE = "torn-save@"
+
+
+def _faults() -> list[str]:
+    return [f for f in os.environ.get(FAULT_ENV, "").split(",") if f]
+
+
+def _at_step(prefix: str, path: str) -> bool:
+    """A fault ``prefix<K>`` is set and ``path`` is inside ``global_step_<K>``."""
+    parts = Path(path).parts
+    return any(f.startswith(prefix) and f"global_step_{f.removeprefix(prefix)}" in parts for f in _faults())
 
 
 def _kill_session() -> None:
@@ -59,22 +79,29 @@ def _pg_timeout_s() -> float | None:
 
 def _wrap(module: ModuleType) -> None:
     worker = module.ActorRolloutRefWorker
-    fault = os.environ.get(FAULT_ENV, "")
+    faults = _faults()
+    slow = next((float(f.removeprefix(SLOW_WRITE)) for f in faults if f.startswith(SLOW_WRITE)), None)
     write, save = worker._save_sampler_snapshot, worker.save_checkpoint
     if getattr(write, "_coolsampler_fault", False):
         return
 
     def _save_sampler_snapshot(self, local_path):
         rank = self._snapshot_group()[0]
-        if rank == 0 and fault.startswith(SLOW_WRITE):
-            time.sleep(float(fault.removeprefix(SLOW_WRITE)))
+        if rank == 0 and slow:
+            time.sleep(slow)
         write(self, local_path)
-        if rank == 0 and fault == KILL_IN_FIRST_SAVE and not getattr(worker, "_coolsampler_saved", False):
+        if rank == 0 and KILL_IN_FIRST_SAVE in faults and not getattr(worker, "_coolsampler_saved", False):
             _kill_session()  # between the snapshot write and the FSDP save
 
     def save_checkpoint(self, local_path, *args, **kwargs):
         t0 = time.time()
         out = save(self, local_path, *args, **kwargs)
+        rank, world = self._snapshot_group()
+        if rank == 0 and _at_step(TORN_SAVE, local_path):
+            shard = Path(local_path) / f"model_world_size_{world}_rank_0.pt"
+            with shard.open("r+b") as f:
+                f.truncate(shard.stat().st_size // 2)
+            _kill_session()
         worker._coolsampler_saved = True
         line = {
             "rank": self._snapshot_group()[0],
@@ -94,9 +121,25 @@ def _wrap(module: ModuleType) -> None:
     worker.save_checkpoint = save_checkpoint
 
 
+def _wrap_commit() -> None:
+    """In verl's driver: the kill before the tracker (patch 0006 calls ``checkpoint_files.commit`` there)."""
+    commit = checkpoint_files.commit
+    if not any(f.startswith(KILL_BEFORE_TRACKER) for f in _faults()) or getattr(commit, "_coolsampler_fault", False):
+        return
+
+    def fault_commit(root, step, *args, **kwargs):
+        if _at_step(KILL_BEFORE_TRACKER, str(Path(root) / f"global_step_{step}")):
+            _kill_session()
+        return commit(root, step, *args, **kwargs)
+
+    fault_commit._coolsampler_fault = True
+    checkpoint_files.commit = fault_commit
+
+
 def install() -> None:
-    if os.environ.get(FAULT_ENV):
+    if _faults():
         patch_after_import("verl.workers.engine_workers", _wrap)
+        _wrap_commit()
 
 
 install()

@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib.metadata
 import os
 import signal
+import subprocess
 import sys
 import time
 from collections.abc import Mapping
@@ -67,6 +68,16 @@ def check_installed_verl(wheel: str | Path, prefix: list[str] | None = None) -> 
     return have
 
 
+def check_gpus(prefix: list[str] | None = None) -> None:
+    """The GPUs the job sees (in the image with a container ``prefix``) can train in bf16: one line if
+    not, before any engine is built (``coolsampler.worker.gpu_check``)."""
+    cmd = [*prefix, "python3"] if prefix else [sys.executable]
+    res = subprocess.run([*cmd, "-m", "coolsampler.worker.gpu_check"], capture_output=True, text=True, timeout=600)
+    if res.returncode != 0:
+        lines = (res.stdout or res.stderr).strip().splitlines()
+        raise TrainingFailed(lines[-1] if lines else f"the GPU check exited with code {res.returncode}")
+
+
 def train(
     run: Run,
     paths: RunPaths,
@@ -104,6 +115,8 @@ def train(
         prefix = training_prefix(container, image_digest, name=name, **kw)
         probe = training_prefix(container, image_digest, **kw)
     verl_version = check_installed_verl(wheel, probe)
+    if get_platform(platform).needs_bf16:
+        check_gpus(probe)
     overrides = verl_overrides(run, paths, platform=platform, study_recipe=recipe, experiment=f"coolsampler-{study}")
     settings_out.parent.mkdir(parents=True, exist_ok=True)
     # Written when the run has finished: a killed job must leave no declared output behind, so that

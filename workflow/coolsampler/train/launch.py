@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from coolsampler.spec.metrics_schema import pick
-from coolsampler.train.checkpoints import resume_point
+from coolsampler.train.checkpoints import clear, resume_point
 from coolsampler.train.platform import PREFORK_ENV
 from coolsampler.worker import prefork
 from coolsampler.worker.env import RUN_TOKEN_ENV
@@ -256,6 +256,7 @@ def run_verl(
     # in a container the image's interpreter runs verl
     python = [*prefix, "python3"] if prefix else [sys.executable]
     start = resume_point(overrides, logged_before)
+    cleared = clear(start)
     overrides = [*overrides, *start.overrides]
     cmd = list(cmd) if cmd else verl_command(overrides, full_env, python)
     say = on_progress or (lambda s: None)
@@ -269,6 +270,7 @@ def run_verl(
         joblog.write(f"attempt {len(earlier) + 1}: verl's output goes to {verl_log.name}\n")
         if earlier:
             joblog.write(f"attempt {len(earlier) + 1}: {start.reason}\n")
+        joblog.writelines(f"attempt {len(earlier) + 1}: {line}\n" for line in cleared)
     with verl_log.open("ab") as logf:
         logf.write(("$ " + " ".join(cmd) + "\n").encode())
         logf.flush()

@@ -70,6 +70,17 @@ class Arch:
         heads = 1 if self.tied_embeddings else 2  # embedding and lm_head
         return self.layers * self.layer_params + heads * self.embedding_params + self.hidden  # + final norm
 
+    @property
+    def state_dict_params(self) -> int:
+        """Parameters FSDP yields for the snapshot and the checkpoint: a tied model's embedding twice, as
+        ``embed_tokens`` and ``lm_head`` (its state dict names both; vLLM holds it once)."""
+        return self.layers * self.layer_params + 2 * self.embedding_params + self.hidden
+
+    @property
+    def largest_tensor(self) -> int:
+        """Elements of the largest single parameter: the embedding, or an MLP projection."""
+        return max(self.embedding_params, self.hidden * self.intermediate)
+
     def kv_bytes_per_token(self, tp: int) -> int:
         """K and V of every layer for one token, bf16, on one of ``tp`` tensor-parallel GPUs."""
         return 2 * self.layers * self.kv_heads * self.head_dim * BF16 // tp
@@ -295,20 +306,21 @@ def process_rows(counts: dict[str, int], table: dict | None = None) -> list[Item
 
 SNAPSHOT_ROW = "stale sampler snapshot (bf16, split between the actor ranks)"
 BACKUP_ROW = "vLLM weights pinned by sleep level 1 (power-of-two blocks)"
-STAGING_ROW = "checkpoint save staging (fp32 params + Adam m, v)"
+STAGING_ROW = "checkpoint save staging (one fp32 shard storage at a time, per rank)"
 
 
 def held_per_process(s: Setting) -> dict[str, Item]:
     """What one process of a kind holds at the save peak beyond its measured PSS: an actor rank its share
     of the stale sampler's snapshot and of the checkpoint's staging, a vLLM TP worker its pinned sleep
     backup. ``coolsampler memory`` prints it beside each kind."""
-    p, a = s.arch.params, s.arch
+    a = s.arch
+    p = a.state_dict_params
     backup = sleep_backup_bytes(a, s.tp)
     return {
         processes.ACTOR: Item(
-            "snapshot share + checkpoint staging share",
-            p * BF16 // s.gpus + p * 3 * FP32 // s.gpus,
-            "bf16 snapshot / ranks; fp32 params, Adam m, v / ranks",
+            "snapshot share + checkpoint staging",
+            p * BF16 // s.gpus + staging_bytes(a, s.gpus) // s.gpus,
+            "bf16 snapshot / ranks; the largest fp32 shard torch.save copies",
         ),
         processes.TP_WORKER: Item(
             "pinned sleep backup",
@@ -328,7 +340,7 @@ def host_budget(s: Setting | str) -> list[Item]:
     rows = [
         Item(
             SNAPSHOT_ROW,
-            p * BF16,
+            a.state_dict_params * BF16,
             f"the full model in rollout.dtype once: each of the {s.gpus} ranks keeps {1 / s.gpus:.0%} (patch 0001)",
         ),
         Item(
@@ -339,8 +351,9 @@ def host_budget(s: Setting | str) -> list[Item]:
         ),
         Item(
             STAGING_ROW,
-            p * 3 * FP32,
-            "FSDP sharded state dicts offloaded to CPU before torch.save; all ranks together",
+            staging_bytes(a, s.gpus),
+            "FSDP2 keeps the shards on the GPU and torch.save copies one storage at a time: the largest "
+            f"fp32 tensor's shard on each of the {s.gpus} ranks",
         ),
     ]
     if s.actor_offload:
@@ -352,12 +365,25 @@ def host_budget(s: Setting | str) -> list[Item]:
     return rows + process_rows(_counts(s))
 
 
+def staging_bytes(a: Arch, gpus: int) -> int:
+    """Host memory a checkpoint save stages, all ranks together. Under FSDP2 the state dict's shards stay
+    GPU tensors (verl's ``get_fsdp_state_ctx`` is a no-op there) and ``torch.save`` copies one storage to
+    the host at a time: each rank holds at most its shard of the largest fp32 tensor."""
+    return gpus * (a.largest_tensor * FP32 // gpus)
+
+
+def checkpoint_bytes(model: str) -> int:
+    """One checkpoint of a run: the fp32 parameters and Adam moments (12 bytes a parameter) plus the
+    stale sampler's bf16 snapshot once (its shares, one per rank, add up to one copy), each counted as
+    FSDP's state dict yields it (a tied embedding twice)."""
+    return ARCH[model].state_dict_params * CHECKPOINT_BYTES_PER_PARAM
+
+
 def checkpoint_disk_bytes(model: str) -> int:
-    """Disk one run keeps (one checkpoint, ``max_actor_ckpt_to_keep=1``): the fp32 parameters and Adam
-    moments (12 bytes a parameter) plus the stale sampler's bf16 snapshot once (its shares, one per
-    rank, add up to one copy; a resume gets the sampler of its last refresh). ``coolsampler plan`` reads
-    this."""
-    return ARCH[model].params * CHECKPOINT_BYTES_PER_PARAM
+    """Disk one run needs at its peak: two checkpoints. One is kept (``max_actor_ckpt_to_keep=1``), but
+    the previous one is retired only once the new one is committed (patch 0006), so a save holds both.
+    ``coolsampler plan`` reads this."""
+    return 2 * checkpoint_bytes(model)
 
 
 def host_limit_bytes(profile: Path, platform: Platform | None = None) -> tuple[int, str]:

@@ -158,6 +158,7 @@ class Platform:
     timeout_min: float  # the watchdog's outer limit (below runtime_min: it says why a run stopped)
     stall_min: float  # no new step for this long = stalled
     uses_container: bool  # trains inside the project image when the study names an engine
+    needs_bf16: bool = False  # trains on GPUs in bf16: a job checks its GPUs first (worker.gpu_check)
     env_extra: tuple[tuple[str, str], ...] = ()
     substitutions: tuple[tuple[str, tuple[tuple[str, Any], ...]], ...] = ()
     learner_ranks: int = 0  # CPU platforms: the fake "GPU" bundles (learner ranks) a run holds
@@ -227,6 +228,7 @@ PLATFORMS: dict[str, Platform] = {
         timeout_min=15 * 60,
         stall_min=60,
         uses_container=True,
+        needs_bf16=True,
     ),
     # Two CPU runs share the 2 cores: each spends much of a step waiting on its own processes.
     "cpu": Platform(

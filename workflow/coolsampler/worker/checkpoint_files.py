@@ -1,0 +1,172 @@
+"""A run's checkpoints on disk, as verl 0.9.1 lays them out, and the commit that makes a new one count.
+
+verl writes the checkpoint of step k in this order (``trainer_base._save_checkpoint``): the staleness
+gate's snapshot shares (patch 0004), every rank's model, optimiser and extra-state shard with
+``fsdp_config.json``, then ``data.pt`` (the dataloader), ``sampler_t.pt`` (the temperature controller,
+patch 0003b), and last the tracker ``latest_checkpointed_iteration.txt``. Upstream, the end of the
+actor's save also deletes the previous checkpoint's ``actor/`` (``max_actor_ckpt_to_keep``), before the
+new step's ``data.pt`` and tracker exist, and writes the tracker with a plain ``open("w")``: a kill in
+between leaves no checkpoint at all, and a crash can leave an empty tracker, or one that names shards
+the disk never got. Patch 0006 hands that last stage to :func:`commit`: the new checkpoint's files are
+flushed to disk, the tracker is replaced atomically, and only then are older checkpoints retired
+(:func:`retire`), read from the disk, so that the one a resumed attempt started from goes too.
+
+Nothing here trusts a directory's existence, or a file's: a checkpoint counts once the tracker has
+reached its step, every file of it is there and whole (a ``torch.save`` file is a zip archive, whole
+once its end record is written), and none was written after the tracker (a later attempt rewriting it
+under a stale tracker). Runs in verl's driver (the commit) and in the job (``coolsampler.train.checkpoints``,
+where a new attempt starts); standard library only.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+TRACKER = "latest_checkpointed_iteration.txt"  # verl writes it last, after data.pt
+SHARD_KINDS = ("model", "optim", "extra_state")  # verl's FSDP checkpoint contents (save_contents default)
+SNAPSHOT_SHARE = "sampler_snapshot_world_size_{world}_rank_{rank}.pt"  # patch 0004
+STEP_DIR = re.compile(r"global_step_(\d+)")
+_ZIP_END = b"PK\x05\x06"  # a zip archive's end-of-central-directory record, written last
+_ZIP_TAIL = 22 + 65535  # that record and the longest comment it may carry
+
+
+@dataclass(frozen=True)
+class Tracker:
+    """verl's tracker as the disk holds it: ``step`` is None when it is absent (nothing was ever
+    committed) or unreadable (``garbled``: then each checkpoint is judged by its files alone)."""
+
+    step: int | None
+    mtime_ns: int | None
+    garbled: bool = False
+
+
+def read_tracker(root: Path) -> Tracker:
+    path = Path(root) / TRACKER
+    try:
+        text, mtime = path.read_text(), path.stat().st_mtime_ns
+    except OSError:
+        return Tracker(None, None)
+    try:
+        return Tracker(int(text.strip()), mtime)
+    except ValueError:
+        return Tracker(None, mtime, garbled=True)
+
+
+def step_dirs(root: Path) -> dict[int, Path]:
+    """Every ``global_step_k`` directory under ``root``, by step."""
+    out = {}
+    for p in Path(root).iterdir() if Path(root).is_dir() else ():
+        m = STEP_DIR.fullmatch(p.name)
+        if m and p.is_dir():
+            out[int(m.group(1))] = p
+    return dict(sorted(out.items()))
+
+
+def _whole_zip(path: Path) -> bool:
+    """A ``torch.save`` file whose write finished: its zip end record is in its tail."""
+    try:
+        with path.open("rb") as f:
+            size = f.seek(0, os.SEEK_END)
+            f.seek(max(0, size - _ZIP_TAIL))
+            return _ZIP_END in f.read()
+    except OSError:
+        return False
+
+
+def incomplete(step_dir: Path, step: int, tracker: Tracker, refresh_interval: int = 1) -> str | None:
+    """Why ``step_dir`` is not a checkpoint to resume from, or None if it is complete."""
+    if not tracker.garbled and (tracker.step is None or tracker.step < step):
+        return f"verl's tracker {TRACKER} has not reached step {step} (its last write)"
+    actor = step_dir / "actor"
+    try:
+        world = int(json.loads((actor / "fsdp_config.json").read_text())["world_size"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return "no readable actor/fsdp_config.json"
+    names = ["data.pt", *(f"actor/{k}_world_size_{world}_rank_{r}.pt" for k in SHARD_KINDS for r in range(world))]
+    if refresh_interval > 1 and step % refresh_interval:  # inside a cycle: the stale sampler is part of it
+        names += [f"actor/{SNAPSHOT_SHARE.format(world=world, rank=r)}" for r in range(world)]
+    missing = [n for n in names if not (step_dir / n).is_file()]
+    if missing:
+        return f"missing {', '.join(missing)}"
+    torn = [n for n in names if not _whole_zip(step_dir / n)]
+    if torn:
+        return f"cut short: {', '.join(torn)}"
+    if tracker.mtime_ns is not None and not tracker.garbled:
+        newer = [str(p.relative_to(step_dir)) for p in step_dir.rglob("*") if p.stat().st_mtime_ns > tracker.mtime_ns]
+        if newer:
+            return f"written after verl's tracker (a later attempt's save, cut short): {', '.join(sorted(newer))}"
+    return None
+
+
+def _fsync(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_tracker(root: Path, step: int) -> None:
+    """The tracker, atomically: a temporary file, flushed, renamed over the old one, the rename flushed."""
+    root = Path(root)
+    tmp = root / f"{TRACKER}.tmp"
+    with tmp.open("w") as f:
+        f.write(str(step))
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, root / TRACKER)
+    _fsync(root)
+
+
+def retire(root: Path, step: int, keep: int | None, refresh_interval: int = 1) -> list[Path]:
+    """Remove the checkpoints older than ``step`` beyond verl's ``keep`` count (None or < 1: keep all),
+    counting only complete ones as kept; the removed directories, oldest first.
+
+    Read from the disk, not from verl's in-process list (which starts empty in every attempt): the
+    checkpoint a resumed attempt started from, and whatever an earlier attempt left cut short, go too.
+    """
+    if not keep or keep < 1:
+        return []
+    tracker = read_tracker(root)
+    older = {k: p for k, p in step_dirs(root).items() if k < step}
+    complete = [k for k, p in older.items() if incomplete(p, k, tracker, refresh_interval) is None]
+    kept = set(complete[len(complete) - (keep - 1) :] if keep > 1 else [])
+    gone = [p for k, p in older.items() if k not in kept]
+    for p in gone:
+        shutil.rmtree(p, ignore_errors=True)
+    return gone
+
+
+def commit(root: str | os.PathLike, step: int, keep: int | None, refresh_interval: int = 1) -> list[Path]:
+    """What makes the checkpoint of ``step`` count (patch 0006 calls it where verl wrote its tracker):
+    its files on disk, then the tracker, then the older checkpoints retired; the removed directories."""
+    root = Path(root)
+    step_dir = root / f"global_step_{step}"
+    for dirpath, _, files in os.walk(step_dir):
+        for name in files:
+            _fsync(Path(dirpath) / name)
+        _fsync(Path(dirpath))
+    write_tracker(root, step)
+    gone = retire(root, step, keep, refresh_interval)
+    for p in gone:
+        print(f"checkpoint lifecycle: step {step} committed; removed {p}", flush=True)
+    return gone
+
+
+__all__ = [
+    "SHARD_KINDS",
+    "SNAPSHOT_SHARE",
+    "TRACKER",
+    "Tracker",
+    "commit",
+    "incomplete",
+    "read_tracker",
+    "retire",
+    "step_dirs",
+    "write_tracker",
+]
