@@ -23,7 +23,6 @@ LONGEST_FIRST = (
     "tests/stack/test_verl_stack.py",
     "tests/stack/test_slurm.py",
     "tests/stack/test_acceptance.py",
-    "tests/stack/test_resume.py",
     "tests/stack/test_checkpoint_faults.py",
     "tests/stack/test_end_to_end.py",
     "tests/stack/test_extend_stack.py",

@@ -275,6 +275,7 @@ def test_rehearsal_of_the_paper_study(tmp_path):
         assert [t for t in m.step[1:] if m.refreshed[t]] == [2, 4, 6], r.key
         assert list(m.val_acc.dropna().index) == [0, 3, 6], r.key
         # two learner ranks checkpointed their shards, and each its share of the sampler snapshot
+        assert sorted(p.name for p in (d / "checkpoints").glob("global_step_*")) == ["global_step_6"], r.key
         actor = d / "checkpoints" / "global_step_6" / "actor"
         assert {p.name for p in actor.glob("model_world_size_*")} == {
             "model_world_size_2_rank_0.pt",

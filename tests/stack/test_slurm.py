@@ -284,7 +284,7 @@ NOT_RESULTS = ("timing_s/", "timing_per_token_ms/", "perf/", "memory/", "global_
 # Float metrics (losses, KL, entropy, gradient norm): the same samples through the same fp32 learner, but
 # a resumed attempt starts from the checkpoint's optimizer state and a SLURM job is its own process tree;
 # earlier measurements put such differences at 6e-7 (a different thread count) and below 1e-4 after a
-# resume (tests/stack/test_resume.py). Bounded as there: 1e-4 relative to the metric's scale.
+# resume (a resumed run against an uninterrupted one). Bounded so: 1e-4 relative to the metric's scale.
 FLOAT_RTOL = 1e-4
 # ... except a standard deviation of ratios that are all 1 to float precision (the IS ratios of a step whose
 # sampler is the learner): it is the square root of float noise, 0 or 2^-11 between two identical runs
@@ -517,6 +517,11 @@ def test_two_runs_at_once_requeued_end_where_local_runs_end(cluster, tmp_path, t
             assert (last, resumed_at) == (2 * SAVE_EVERY - 1, SAVE_EVERY + 1), (last, resumed_at)
         else:  # killed inside its first save: no whole checkpoint to resume from, it trains anew
             assert (last, resumed_at) == (SAVE_EVERY - 1, 1), (last, resumed_at)
+        # no orphan: the checkpoint it resumed from and whatever the killed attempt wrote are gone, as in
+        # the run trained without a requeue (upstream verl never deletes the one a process resumed from)
+        for runs in ("slurm", "local"):
+            ckpts = repo / f"results/{runs}/runs/{key}/checkpoints"
+            assert sorted(p.name for p in ckpts.glob("global_step_*")) == [f"global_step_{STEPS}"], (what, runs)
         # 3. the same samples and rewards as the run trained locally, every step, and its float metrics
         got = records(repo / f"results/slurm/runs/{key}/train.jsonl")
         ref = records(repo / f"results/local/runs/{key}/train.jsonl")
