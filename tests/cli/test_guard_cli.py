@@ -56,3 +56,22 @@ def test_overrides_refuse_a_guard_run(study_path: Path, capsys) -> None:
     assert main(["overrides", GUARD_KEY, "--study", str(study_path)]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith(f"coolsampler overrides: run {GUARD_KEY}: {NOT_WIRED}") and "\n" not in err
+
+
+def test_snakemake_trains_no_study_with_a_guard(study_path: Path) -> None:
+    """The study is refused before any job: a dry run names the run and why, in one line."""
+    import subprocess
+    import sys
+
+    res = subprocess.run(
+        [sys.executable, "-m", "snakemake", "-n", f"--configfile={study_path}"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
+    out = res.stdout + res.stderr
+    assert res.returncode != 0, out
+    assert f"smoke: run {GUARD_KEY}: {NOT_WIRED} (its refresh: guard probs_diff > 0.1" in out, out
+    assert "Job stats" not in out

@@ -93,3 +93,12 @@ def test_existing_studies_keep_their_keys(tmp_path: Path) -> None:
     after = [r.key for r in load_study(path).runs]
     assert after[: len(before)] == before
     assert after[-1] == "toy-qwen2/arith/N32_gprobs_diff0.1w3m2_lr1e-4_tis_Tb1_Tl1_s1"
+
+
+def test_a_figure_may_select_by_guard() -> None:
+    """``guard: null`` selects the runs refreshed every N steps, a guard mapping the runs with that guard."""
+    raw = {"name": "g", "runs": [{**RUN, "guard": [None, GUARD]}]}
+    study = study_from_dict(raw)
+    plain, guarded = study.runs
+    assert study.select({"guard": None}) == [plain]
+    assert study.select({"guard": GUARD}) == [guarded]

@@ -24,8 +24,9 @@ from coolsampler.spec.temperature import controller_spec
 
 # The settings a run has (and a figure filter may name): Run's fields, in the order of Table 4.
 RUN_FIELDS = ("model", "task", "N", "lr", "correction", "Tb", "Tl", "seed", "steps", "val_every", "replicate")
-# Settings a run may have besides those (and a figure filter may name): how its sampler is refreshed.
-REFRESH_FIELDS = ("guard", "schedule")
+# A setting a run may have besides those (and a figure filter may name, e.g. guard: null for the runs
+# refreshed every N steps): its staleness guard.
+REFRESH_FIELDS = ("guard",)
 
 
 class StudyError(ValueError):
