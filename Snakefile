@@ -54,7 +54,11 @@ from pathlib import Path
 import yaml
 
 from coolsampler.spec.study import KEY_WILDCARD_RE, StudyError, study_from_dict
-from coolsampler.train.overrides import NotWiredError, check_extra_overrides, check_wired
+from coolsampler.train.overrides import (
+    NotWiredError,
+    check_extra_overrides,
+    check_wired,
+)
 from coolsampler.train.paths import SMOKE_STUDY
 
 # The study: --configfile names one; with none, the smoke study. Validated before any job exists.
