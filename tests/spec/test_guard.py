@@ -164,3 +164,19 @@ def test_guard_stays_light() -> None:
     code = "import sys, coolsampler.spec.guard; print(sorted({'numpy', 'pandas', 'torch'} & set(sys.modules)))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_every_signal_is_readable_from_verl_metrics() -> None:
+    """Each row of the lead table has a verl key the trainer can read it from (or, for the reverse-KL
+    bounds, verl's chi^2 that the bound is computed from)."""
+    from coolsampler.spec.diagnostics import DIAGNOSTICS
+    from coolsampler.spec.metrics_schema import COLUMNS, LOG1P_OF
+
+    for d in DIAGNOSTICS:
+        column = LOG1P_OF.get(d.column, d.column)
+        sources = COLUMNS[column][2]
+        assert sources, d.name
+        for key in sources:
+            got = signal_value({key.replace("*", "gsm8k"): 0.25}, d.name)
+            want = math.log1p(0.25) if d.column in LOG1P_OF else 0.25
+            assert got is not None and math.isclose(got, want), (d.name, key)
