@@ -187,10 +187,11 @@ def test_thresholds_are_named_choices_with_a_range_around_them() -> None:
     assert D.RKL_SEQ_NATS == pytest.approx(math.log(100))
     with pytest.raises(ValueError, match="unknown diagnostic 'chi3'.*kl, kl_median"):
         D.diagnostic("chi3")
-    # each threshold constant is followed by its docstring: why this value
+    # each threshold constant is followed by its docstring: why this value (where they are defined:
+    # the spec layer, which the staleness guard shares)
     import inspect
 
-    src = inspect.getsource(D)
+    src = inspect.getsource(inspect.getmodule(D.Diagnostic))
     for const in ("ROBUST_WINDOW", "KL_NATS", "RKL_TOKEN_NATS", "RKL_SEQ_NATS", "ESS_FRACTION", "WEIGHT_FRACTION",
                   "LOG_PPL_NATS", "PROBS_DIFF"):  # fmt: skip
         assert src.split(f"\n{const} = ", 1)[1].split("\n", 2)[1].startswith('"""'), const
@@ -239,3 +240,21 @@ def test_the_synthetic_worlds_carry_every_diagnostic() -> None:
     assert D.diagnostic_lead(m, D.diagnostic("rkl_token")) > D.diagnostic_lead(m, D.diagnostic("kl")) > 0
     none = make_metrics(96, 300, 10, 0.8, collapse_at=150, correction="none")
     assert none["is_ess"].isna().all() and none["chi2_token"].notna().all()
+
+
+def test_the_guard_reads_as_the_lead_table_does() -> None:
+    """The pure trailing median the staleness guard runs in verl's process equals the lead table's
+    pandas rolling median at every step, gaps included (one reading, two implementations)."""
+    from coolsampler.spec.diagnostics import trailing_median
+
+    rng = np.random.default_rng(3)
+    values = rng.lognormal(size=80)
+    values[rng.random(80) < 0.2] = np.nan
+    s = pd.Series(values, index=np.arange(1, 81))
+    want = D.rolling_median(s)
+    for step in s.index:
+        got = trailing_median(list(values[:step]), D.ROBUST_WINDOW)
+        if step in want.index:
+            assert got == pytest.approx(want[step]), step
+        else:
+            assert got is None or not np.isfinite(values[step - 1]), step

@@ -5,7 +5,9 @@ Takes verl JSONL logs (parsed by ``coolsampler.results.metrics.parse_jsonl``), a
 study's results directory (``runs/<model>/<task>/<settings>/``), and prints the degradation events of
 each run, a Table-1-style summary and the lead table: for every degraded run, the step at which each
 staleness diagnostic verl logs crosses its threshold and its lead over the onset
-(``coolsampler.results.diagnostics``). No verl, vLLM or torch: only pandas and numpy.
+(``coolsampler.results.diagnostics``). With ``--guard 'SIGNAL>THRESHOLD'`` it also replays the
+staleness guard over each log (``coolsampler.results.guard``): where it would have refreshed the sampler,
+against the onset. No verl, vLLM or torch: only pandas and numpy.
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ from coolsampler.paper.tables import f3, fkl, flead, fstep, table1_frames
 from coolsampler.paper.writers import to_markdown
 from coolsampler.results.analysis import summarize_run
 from coolsampler.results.diagnostics import lead_table
+from coolsampler.results.guard import REPLAY_NOTE, logged_schedule, replay_guard, replay_text, schedule_line
+from coolsampler.spec.guard import GuardSpec, parse_guard_condition
 from coolsampler.spec.metrics_schema import RunStatus
 
 RUN_LOGS = ("train.jsonl", "metrics.parquet", "metrics.csv")
@@ -194,7 +198,13 @@ class Report:
     errors: list[str] = field(default_factory=list)
 
 
-def analyze_report(paths: Sequence[str], settings: Mapping[str, Any] | None = None) -> Report:
+def analyze_report(
+    paths: Sequence[str],
+    settings: Mapping[str, Any] | None = None,
+    *,
+    guard: GuardSpec | None = None,
+    horizon: int | None = None,
+) -> Report:
     """Degradation events of every log in ``paths``, a Table-1-style summary and the lead table.
 
     ``paths``: logs, tables, run directories or results directories (``expand_paths``).
@@ -205,6 +215,9 @@ def analyze_report(paths: Sequence[str], settings: Mapping[str, Any] | None = No
     analysed (its block says what is missing), and a run whose length is unknown is not called complete.
     A path that cannot be read is reported in the text and in ``errors``, not raised, so one bad log
     does not hide the others.
+
+    ``guard``: replay it over every analysed log at the run's N (``coolsampler.results.guard``;
+    ``horizon``: the false-alarm horizon, default N), under the run's block.
     """
     blocks, entries, errors = [], [], []
     for path in expand_paths(paths):
@@ -231,12 +244,23 @@ def analyze_report(paths: Sequence[str], settings: Mapping[str, Any] | None = No
             )
         if not s.get("steps") and status is not None and status.complete:
             status = RunStatus(False, status.last_step, status.expected_steps, ["the run's length is unknown"])
-        blocks.append(run_text(path, summarize_run(metrics, s, status), s, how))
+        block = run_text(path, summarize_run(metrics, s, status), s, how)
+        if s.get("guard") and (logged := logged_schedule(metrics)):  # a guard run: its refreshes, replayable
+            block += f"\n   its logged refreshes as an open-loop schedule: {schedule_line(logged)}"
+        if guard is not None:
+            try:
+                block += "\n" + replay_text(replay_guard(metrics, guard, int(s["N"]), horizon))
+            except ValueError as e:  # e.g. a guard whose min exceeds this run's N: the other logs still count
+                block += f"\n   guard not replayed: {e}"
+                errors.append(f"{path}: guard not replayed: {e}")
+        blocks.append(block)
         entries.append((s, metrics, status))
     if entries:
         _, disp = table1_frames(entries)
         blocks.append("Summary (Table 1 style, one row per arm):\n" + to_markdown(disp))
         blocks.append("# Staleness diagnostics against the onset\n\n" + leads_markdown(lead_table(entries)).rstrip())
+        if guard is not None:
+            blocks.append(f"Guard replay ({guard.text()}): under each run above. {REPLAY_NOTE}")
     return Report("\n\n".join(blocks) + "\n", errors)
 
 
@@ -245,9 +269,26 @@ def analyze(paths: Sequence[str], settings: Mapping[str, Any] | None = None) -> 
     return analyze_report(paths, settings).text
 
 
+def guard_of(args: argparse.Namespace) -> GuardSpec | None:
+    """The ``--guard`` condition with its ``--guard-window`` / ``--guard-min``, or None."""
+    if args.guard is None:
+        for flag in ("guard_window", "guard_min", "guard_horizon"):
+            if getattr(args, flag) is not None:
+                raise ValueError(f"--{flag.replace('_', '-')} needs --guard")
+        return None
+    spec = parse_guard_condition(args.guard)
+    window = spec.window if args.guard_window is None else args.guard_window
+    return GuardSpec(spec.signal, spec.threshold, window, 1 if args.guard_min is None else args.guard_min)
+
+
 def _analyze(args: argparse.Namespace) -> int:
     given = {"N": args.N, "Tb": args.Tb, "steps": args.steps, "val_every": args.val_every}
-    report = analyze_report(args.paths, {k: v for k, v in given.items() if v is not None})
+    report = analyze_report(
+        args.paths,
+        {k: v for k, v in given.items() if v is not None},
+        guard=guard_of(args),
+        horizon=args.guard_horizon,
+    )
     sys.stdout.write(report.text)
     for err in report.errors:
         print(f"coolsampler analyze: {err}", file=sys.stderr)
@@ -265,6 +306,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     a.add_argument("--Tb", type=float, help="sampler temperature for every path (default: as --N)")
     a.add_argument("--steps", type=int, help="the run's length, to tell a whole log from a cut one (default: run.yaml)")
     a.add_argument("--val-every", type=int, help="validation interval (default: run.yaml)")
+    a.add_argument(
+        "--guard",
+        metavar="SIGNAL>THRESHOLD",
+        help="replay the staleness guard over each log, e.g. 'probs_diff>0.1' or 'ess<0.5' (a diagnostic of the"
+        " lead table, in its own direction), at the run's N as the longest interval",
+    )
+    a.add_argument("--guard-window", type=int, help="steps of the guard's trailing median (default: the lead table's)")
+    a.add_argument("--guard-min", type=int, help="fewest steps between two guard refreshes (default 1)")
+    a.add_argument(
+        "--guard-horizon", type=int, help="a firing with no onset this many steps after it is a false alarm (default N)"
+    )
     a.set_defaults(func=_analyze)
 
 
@@ -273,6 +325,7 @@ __all__ = [
     "analyze",
     "analyze_report",
     "expand_paths",
+    "guard_of",
     "infer_N",
     "known_settings",
     "load_any",

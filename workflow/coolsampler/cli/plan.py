@@ -34,7 +34,7 @@ from typing import Any
 
 import yaml
 
-from coolsampler.cli.status import hmm, read_records, step_times
+from coolsampler.cli.status import hmm, read_records, refresh_lines, step_times
 from coolsampler.spec.settings import step_seconds
 from coolsampler.spec.study import Run, Study
 from coolsampler.train.overrides import training_study
@@ -337,6 +337,7 @@ def text(plan: Plan, *, list_runs: bool = False) -> str:
     else:
         out.append("disk: unknown (no finished run here, and memory.py models only the paper's models on gpu)")
     out += _host_memory(plan)
+    out += refresh_lines([r for g in plan.groups for r in g.runs], costed=True)
     if s["unknown"]:
         out.append(
             f"no step time for {len(s['unknown'])} run(s) on platform {plan.platform.name}: neither a finished"
@@ -352,7 +353,8 @@ def text(plan: Plan, *, list_runs: bool = False) -> str:
         for g in plan.groups:
             for r in g.runs:
                 mark = "done" if r.key in g.done else "todo"
-                out.append(f"{mark}  {r.key}  {_h(g.hours(r))} h")
+                refresh = "" if r.guard is None and r.schedule is None else f"  ({r.refresh_text})"
+                out.append(f"{mark}  {r.key}  {_h(g.hours(r))} h{refresh}")
     return "\n".join(out) + "\n"
 
 

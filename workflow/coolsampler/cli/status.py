@@ -48,7 +48,7 @@ from typing import Any
 
 from coolsampler.results.metrics import column_value, read_jsonl
 from coolsampler.spec.study import Run, Study
-from coolsampler.train.overrides import training_study
+from coolsampler.train.overrides import NOT_WIRED, training_study
 from coolsampler.train.paths import SMOKE_STUDY, Layout
 from coolsampler.train.platform import get_platform
 
@@ -279,6 +279,22 @@ def table(states: list[RunState]) -> str:
     return "\n".join(x.rstrip() for x in lines) + "\n"
 
 
+def refresh_lines(runs: list[Run], *, costed: bool = False) -> list[str]:
+    """Lines naming the runs whose sampler is not refreshed every N steps (a staleness guard or a fixed
+    schedule, ``coolsampler.spec.guard``), and that they cannot train yet. ``costed``: also say how
+    ``coolsampler plan`` costs them."""
+    other = [r for r in runs if r.guard is not None or r.schedule is not None]
+    if not other:
+        return []
+    head = f"{len(other)} run(s) refreshed by a guard or a schedule ({NOT_WIRED}: they cannot train)"
+    if costed:
+        head += (
+            "; each is costed as a run refreshed every N steps, its longest interval (a step's time is measured"
+            " or the paper's; every refresh the guard adds costs one more weight push on top)"
+        )
+    return [head + ":", *(f"  {r.key}: {r.refresh_text}" for r in other)]
+
+
 def exit_code(states: list[RunState]) -> int:
     """0 every run done, 1 some run failed or stalled, 3 otherwise (module docstring)."""
     if any(s.state in ("failed", "stalled") for s in states):
@@ -294,6 +310,7 @@ __all__ = [
     "failure_reason",
     "hmm",
     "read_records",
+    "refresh_lines",
     "run_state",
     "stall_threshold",
     "step_times",
@@ -311,6 +328,8 @@ def _status(args: argparse.Namespace) -> int:
     if not results.is_dir():
         print(f"({results} does not exist here: no run has started, or run from the repository root, or --results)")
     print(table(states), end="")
+    for line in refresh_lines(study.runs):
+        print(line)
     print(
         f"stalled = no new step for max({STALL_STEPS} x median step time, 2 x longest step,"
         f" {STALL_FLOOR_S / 60:.0f} min), at most the watchdog's stall_min (start-up: 2 x stall_min)"

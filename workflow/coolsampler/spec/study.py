@@ -9,8 +9,13 @@ relative path that holds every per-run setting, e.g.::
 where they differ from the task's defaults, by ``_st<steps>`` and ``_v<val interval>``, and by
 ``_cut`` / ``_rerun`` for replicates, and by ``_x<hash>`` when the run passes extra verl overrides
 (``verl_overrides:``; the hash is of the sorted list, so two runs differing only there never share a
-directory). ``parse_key`` inverts ``Run.key`` exactly, so a Snakemake wildcard is turned back into
-settings without a lookup table (an ``_x`` key needs its study, which holds the overrides), and anything
+directory). A run refreshed by a staleness guard (``guard:``, ``coolsampler.spec.guard``) carries
+``_g<signal><threshold>w<window>m<min>`` right after ``N<N>`` (N is then its longest interval, e.g.
+``N96_gprobs_diff0.1w5m1_lr2e-6_...``); one refreshed on a fixed schedule (``N: {schedule: [...]}``)
+carries ``_sch<hash>`` there, N being the longest interval the schedule leaves. Runs without either
+keep the keys they always had. ``parse_key`` inverts ``Run.key`` exactly, so a Snakemake wildcard is turned back into
+settings without a lookup table (an ``_x`` or ``_sch`` key needs its study, which holds the overrides or
+the schedule), and anything
 that does not parse is rejected (no shell can hide in a key).
 
 Models and tasks are the paper's (``coolsampler.spec.settings``) plus any the study defines in its
@@ -35,6 +40,14 @@ from typing import Any
 
 import yaml
 
+from coolsampler.spec.guard import (
+    GUARD_TOKEN_RE,
+    SCHEDULE_TOKEN_RE,
+    GuardSpec,
+    longest_interval,
+    parse_guard_token,
+    schedule_token,
+)
 from coolsampler.spec.registry import study_models, study_tasks
 from coolsampler.spec.settings import (
     CORRECTIONS,
@@ -82,6 +95,11 @@ class Run:
     # the definitions of a study's own model / task (None: the built-in one of that name)
     model_spec: Model | None = field(default=None, compare=False, repr=False)
     task_spec: Task | None = field(default=None, compare=False, repr=False)
+    # the staleness guard (key token _g...) or a fixed refresh schedule (_sch<hash>); N is then the longest
+    # interval. Not in repr, like verl_extra: Snakemake records a rule's params, and a run without them
+    # must keep the params it always had.
+    guard: GuardSpec | None = field(default=None, repr=False)
+    schedule: tuple[int, ...] | None = field(default=None, repr=False)
 
     @property
     def model_info(self) -> Model:
@@ -99,10 +117,30 @@ class Run:
         return "x" + hashlib.sha256("\n".join(self.verl_extra).encode()).hexdigest()[:8]
 
     @property
+    def refresh_token(self) -> str:
+        """``N96``, ``N96_gprobs_diff0.1w5m1`` (a guard) or ``N153_sch1a2b3c4d`` (a schedule)."""
+        out = f"N{self.N}"
+        if self.guard is not None:
+            out += f"_{self.guard.token()}"
+        if self.schedule is not None:
+            out += f"_{schedule_token(self.schedule)}"
+        return out
+
+    @property
+    def refresh_text(self) -> str:
+        """How the sampler is refreshed, for people: ``every 96 steps``, ``guard probs_diff > 0.1, ...,
+        at most every 96 steps``, ``schedule of 3 refreshes (longest interval 153)``."""
+        if self.guard is not None:
+            return f"guard {self.guard.text()}, at most every {self.N} steps"
+        if self.schedule is not None:
+            return f"schedule of {len(self.schedule)} refreshes (longest interval {self.N})"
+        return f"every {self.N} steps"
+
+    @property
     def key(self) -> str:
         task = self.task_info
         tl = "tied" if self.Tl == "tied" else num(self.Tl)
-        name = f"N{self.N}_lr{num(self.lr)}_{self.correction}_{self.Tb.token()}_Tl{tl}_s{self.seed}"
+        name = f"{self.refresh_token}_lr{num(self.lr)}_{self.correction}_{self.Tb.token()}_Tl{tl}_s{self.seed}"
         if self.steps != task.steps:
             name += f"_st{self.steps}"
         if self.val_every != task.val_every:
@@ -142,15 +180,17 @@ class Run:
             "replicate": self.replicate,
             "key": self.key,
             **({"verl_overrides": list(self.verl_extra)} if self.verl_extra else {}),
+            **({"guard": self.guard.to_config()} if self.guard is not None else {}),
+            **({"schedule": list(self.schedule)} if self.schedule is not None else {}),
         }
 
 
 _NAME_RE = re.compile(
-    rf"^N(?P<N>\d+)_lr(?P<lr>{NUM_RE})_(?P<corr>tis|none|mu_grpo)_(?P<tb>{TOKEN_RE})"
+    rf"^N(?P<N>\d+)(?:_(?P<guard>{GUARD_TOKEN_RE}))?(?:_(?P<sched>{SCHEDULE_TOKEN_RE}))?_lr(?P<lr>{NUM_RE})_(?P<corr>tis|none|mu_grpo)_(?P<tb>{TOKEN_RE})"
     rf"_Tl(?P<tl>tied|{NUM_RE})_s(?P<seed>\d+)(?:_st(?P<steps>\d+))?(?:_v(?P<val>\d+))?"
     rf"(?:_(?P<rep>cut|rerun))?(?:_(?P<extra>x[0-9a-f]{{8}}))?$"
 )
-KEY_WILDCARD_RE = r"[a-z0-9](?:[a-z0-9\-]|\.(?!\.))*/[a-z0-9]+/N\d+_lr[0-9.e\-]+_(?:tis|none|mu_grpo)_Tb[a-z0-9.\-]+_Tl[a-z0-9.]+_s\d+(?:_st\d+)?(?:_v\d+)?(?:_cut|_rerun)?(?:_x[0-9a-f]{8})?"  # noqa: E501
+KEY_WILDCARD_RE = r"[a-z0-9](?:[a-z0-9\-]|\.(?!\.))*/[a-z0-9]+/N\d+(?:_g[a-z_0-9]+?[0-9.e\-]+w\d+m\d+)?(?:_sch[0-9a-f]{8})?_lr[0-9.e\-]+_(?:tis|none|mu_grpo)_Tb[a-z0-9.\-]+_Tl[a-z0-9.]+_s\d+(?:_st\d+)?(?:_v\d+)?(?:_cut|_rerun)?(?:_x[0-9a-f]{8})?"  # noqa: E501
 
 
 def parse_key(key: str, study: Study | None = None) -> Run:
@@ -177,6 +217,10 @@ def parse_key(key: str, study: Study | None = None) -> Run:
         raise ValueError(
             f"run key {key!r}: extra verl overrides ({m['extra']}) are known only to the study that lists the run"
         )
+    if m["sched"]:
+        raise ValueError(
+            f"run key {key!r}: a refresh schedule ({m['sched']}) is known only to the study that lists the run"
+        )
     t = tasks[task]
     try:
         tb = parse_token(m["tb"])
@@ -196,6 +240,7 @@ def parse_key(key: str, study: Study | None = None) -> Run:
         replicate=m["rep"],
         model_spec=models[model] if models[model] is not MODELS.get(model) else None,
         task_spec=t if t is not TASKS.get(task) else None,
+        guard=parse_guard_token(m["guard"]) if m["guard"] else None,
     )
     if run.key != key:
         raise ValueError(f"run key {key!r} is not canonical (canonical form: {run.key!r})")
@@ -278,23 +323,33 @@ def _make_run(
 ) -> Run:
     task = tasks[settings["task"]]
     model = models[settings["model"]]
+    steps = int(settings.get("steps", task.steps))
+    schedule = refresh_schedule(settings["N"])
+    guard = settings.get("guard")
     return Run(
         model=settings["model"],
         task=settings["task"],
-        N=int(settings["N"]),
+        N=longest_interval(schedule, steps) if schedule is not None else int(settings["N"]),
         lr=float(settings["lr"]),
         correction=settings["correction"],
         Tb=Temperature.from_config(settings["Tb"]),
         Tl=settings.get("Tl", 1.0) if settings.get("Tl", 1.0) == "tied" else float(settings.get("Tl", 1.0)),
         seed=int(settings["seed"]),
-        steps=int(settings.get("steps", task.steps)),
+        steps=steps,
         val_every=int(settings.get("val_every", task.val_every)),
         replicate=settings.get("replicate"),
         source=str(settings.get("source", "")),
         verl_extra=tuple(sorted({*extra, *settings.get("verl_overrides", [])})),
         model_spec=model if model is not MODELS.get(model.name) else None,
         task_spec=task if task is not TASKS.get(task.name) else None,
+        guard=GuardSpec.from_config(guard) if guard is not None else None,
+        schedule=schedule,
     )
+
+
+def refresh_schedule(N: Any) -> tuple[int, ...] | None:
+    """The steps of an ``N: {schedule: [...]}`` setting, None for a plain interval."""
+    return tuple(N["schedule"]) if isinstance(N, Mapping) else None
 
 
 # A check of a run's extra verl overrides against what the pipeline sets (``coolsampler.train.overrides

@@ -17,12 +17,16 @@ from typing import Any
 import jsonschema
 import yaml
 
+from coolsampler.spec.guard import GuardSpec, check_schedule
 from coolsampler.spec.settings import MODELS, TASKS, Model, Task
 from coolsampler.spec.targets import TARGETS, OptionError, panel_filters, target_options
 from coolsampler.spec.temperature import controller_spec
 
 # The settings a run has (and a figure filter may name): Run's fields, in the order of Table 4.
 RUN_FIELDS = ("model", "task", "N", "lr", "correction", "Tb", "Tl", "seed", "steps", "val_every", "replicate")
+# A setting a run may have besides those (and a figure filter may name, e.g. guard: null for the runs
+# refreshed every N steps): its staleness guard.
+REFRESH_FIELDS = ("guard",)
 
 
 class StudyError(ValueError):
@@ -48,6 +52,9 @@ def _path(err: jsonschema.ValidationError) -> str:
 
 _TYPE_WORDS = {"object": "a mapping", "array": "a list", "string": "a string", "boolean": "true or false"}
 _TB_MAPPINGS = "{schedule: linear, start, end} or {controller: saturation|kl_cooling}"
+
+
+_MAPPING_TEXT = {"guard": "a mapping {signal, threshold[, window, min]}", "schedule": "a mapping {schedule: [steps]}"}
 
 
 def _tb_text(instance: Any) -> str:
@@ -76,6 +83,8 @@ def _allowed(err: jsonschema.ValidationError) -> str:
             desc.append(str(branch["const"]))
         elif "$ref" in branch and branch["$ref"].endswith("/tb"):
             desc.append(_tb_text(err.instance))
+        elif "$ref" in branch and branch["$ref"].rpartition("/")[2] in _MAPPING_TEXT:
+            desc.append(_MAPPING_TEXT[branch["$ref"].rpartition("/")[2]])
         elif branch.get("type") in ("number", "integer"):
             lo = branch.get("exclusiveMinimum", branch.get("minimum"))
             op = ">" if "exclusiveMinimum" in branch else ">="
@@ -134,6 +143,23 @@ def _tb_branch(err: jsonschema.ValidationError) -> jsonschema.ValidationError | 
     return first
 
 
+def _mapping_branch(err: jsonschema.ValidationError) -> jsonschema.ValidationError | None:
+    """For a mapping where a ``guard`` or ``N: {schedule}`` may stand, the error of that mapping's own
+    definition (a missing threshold, an unknown key), not the summary of every branch it failed."""
+    if not isinstance(err.instance, dict) or not isinstance(err.schema, dict):
+        return None
+    defs = study_schema()["$defs"]
+    for branch in err.schema.get("anyOf", []):
+        name = branch.get("$ref", "").rpartition("/")[2]
+        if name in ("guard", "schedule"):
+            sub = jsonschema.Draft202012Validator({"$defs": defs, **defs[name]}).iter_errors(err.instance)
+            first = min(sub, key=lambda e: len(list(e.path)), default=None)
+            if first is not None:
+                first.path.extendleft(reversed(list(err.absolute_path)))
+            return first
+    return None
+
+
 def _message(origin: str, err: jsonschema.ValidationError) -> str:
     """One line: the field's path, the bad value, what is allowed there."""
     if err.validator == "additionalProperties" and isinstance(err.instance, dict):
@@ -171,7 +197,7 @@ def check_study(raw: Any, origin: str) -> None:
             if not deeper:
                 break
             err = max(deeper, key=lambda e: len(list(e.absolute_path)))
-        err = _tb_branch(err) or err
+        err = _tb_branch(err) or _mapping_branch(err) or err
         raise _error(_message(origin, err))
     timeout, stall = raw.get("timeout_min"), raw.get("stall_min")
     if timeout is not None and stall is not None and stall >= timeout:
@@ -240,6 +266,7 @@ def check_run_settings(
     for opt in ("kl_gate", "scope", "saturated"):
         if opt in params and kind != "saturation":
             raise _error(f"{where}.Tb.{opt}: only the saturation controller has it; allowed: remove it")
+    check_refresh(s, where, steps)
     if s.get("replicate") == "cut" and int(s.get("steps", tasks[s["task"]].steps)) >= tasks[s["task"]].steps:
         raise _error(
             f"{where}.steps: a 'cut' replicate must say at which step it ended;"
@@ -247,10 +274,30 @@ def check_run_settings(
         )
 
 
+def check_refresh(s: dict[str, Any], where: str, steps: int) -> None:
+    """How one expanded run refreshes its sampler: a guard fits its N, a schedule its steps, not both.
+
+    The guard's own rules (known signal, positive window, ...) are ``coolsampler.spec.guard``'s, so the
+    study, the trainer and the replay refuse the same things; here they become one-line StudyErrors."""
+    N, guard = s["N"], s.get("guard")
+    schedule = N.get("schedule") if isinstance(N, dict) else None
+    try:
+        if schedule is not None:
+            check_schedule(schedule, steps)
+        if guard is not None:
+            if schedule is not None:
+                raise ValueError("guard: with N: {schedule: ...}; allowed: a guard or a schedule, not both")
+            spec = GuardSpec.from_config(guard)
+            if spec.min > int(N):
+                raise ValueError(f"guard.min: {spec.min} exceeds N {N}; allowed: 1..N (N is the longest interval)")
+    except ValueError as err:
+        raise _error(f"{where}.{err}") from None
+
+
 def check_figures(study: Any, origin: str) -> None:
     """Each target of the study's ``figures:`` block exists, takes its options and panels, and each
     panel's filters name known settings and select at least one run (``study``: a ``Study``)."""
-    allowed = set(RUN_FIELDS) | {"Tb_kind", "Tb_initial"}
+    allowed = set(RUN_FIELDS) | set(REFRESH_FIELDS) | {"Tb_kind", "Tb_initial"}
     tb_validator = jsonschema.Draft202012Validator({"$defs": study_schema()["$defs"], "$ref": "#/$defs/tb"})
     targets = set(TARGETS)
     for target, entry in study.figures.items():

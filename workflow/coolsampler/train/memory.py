@@ -224,6 +224,7 @@ def _flag(o: Mapping[str, str], key: str) -> bool:
 def setting_of(run: Run, platform: Platform | None = None, study_recipe: Mapping[str, Any] | None = None) -> Setting:
     """The run's setting, read from the overrides rule train gives it on the gpu platform."""
     platform = platform or get_platform("gpu")
+    run = replace(run, guard=None, schedule=None)  # when the sampler is refreshed moves no memory
     raw = verl_overrides(run, RunPaths("m", "t", "v", "o"), platform="gpu", study_recipe=dict(study_recipe or {}))
     o = {k.lstrip("+"): v for k, _, v in (x.partition("=") for x in raw)}
     gib = run.model_info.gpu_memory_gib or platform.gpu_memory_gib

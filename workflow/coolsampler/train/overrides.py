@@ -97,6 +97,21 @@ def reward_overrides(run: Run) -> dict[str, Any]:
     return {f"{key}.path": str(Path(file).resolve()), f"{key}.name": fn}
 
 
+class NotWiredError(ValueError):
+    """A run setting the study accepts but the training stack does not act on yet."""
+
+
+NOT_WIRED = "the guard is not wired into the training stack yet"
+
+
+def check_wired(run: Run) -> None:
+    """Refuse a run whose sampler refresh is a staleness guard or a fixed schedule (``coolsampler.spec.guard``):
+    patch 0001's gate refreshes every N steps and knows neither, so such a run would train as a plain
+    N run under a key that says otherwise."""
+    if run.guard is not None or run.schedule is not None:
+        raise NotWiredError(f"run {run.key}: {NOT_WIRED} (its refresh: {run.refresh_text})")
+
+
 def verl_overrides(
     run: Run,
     paths: RunPaths,
@@ -111,6 +126,7 @@ def verl_overrides(
     gloo, no sleep mode, eager fp32 vLLM, the weight-reload worker extension); ``"gpu"`` is the
     paper's 4-GPU setting. The loss side is the same on both.
     """
+    check_wired(run)
     r = recipe_for(run, study_recipe)
     n = int(r["samples_per_prompt"])
     prompts = int(r["prompts_per_step"])

@@ -1,0 +1,164 @@
+"""The staleness guard replayed over a logged run: where it would have refreshed, against the onset.
+
+``coolsampler analyze PATHS --guard 'probs_diff>0.1'`` feeds a logged run's signal, step by step,
+to the same decision the trainer would run (``coolsampler.spec.guard.RefreshGate``) and compares its
+firings with the run's degradation onset (``coolsampler.results.analysis.degradation_events``, the
+Section 2 criteria, read as the lead table reads them).
+
+What a replay can say, and what it cannot: the log is of a fixed-N run, so after the guard's first
+firing the values it reads are still those of the sampler the logged run kept (a guard run would have
+refreshed there, and its signal would have dropped). The first firing is therefore exactly what a guard
+run would have done up to that step; the later ones say when the guard would fire again *on this run's
+sampler*, an upper bound on how often it would fire in a guard run, not a prediction of one. A logged
+refresh of the fixed gate does not reset the guard: the replay asks what the guard alone would decide.
+
+Definitions (``GuardReplay``):
+
+* a *signal firing* is a refresh the guard makes because the signal crossed (``reason == "signal"``);
+  a refresh because N steps passed (``"interval"``) is the fixed gate's, not a warning;
+* ``lead`` = onset - the first signal firing (positive: the guard fired first), as the lead table's
+  lead is onset - first crossing; None without an onset or a signal firing;
+* a signal firing at step f *warns* when the onset falls in [f, f + horizon]; it is *late* when the
+  onset came before it; otherwise it is a *false alarm* (no onset follows within the horizon, which is
+  every firing in a run that does not degrade);
+* ``horizon`` defaults to the run's N: a warning further ahead than one refresh interval is one the
+  fixed gate would have answered anyway, by refreshing within that interval;
+* ``mean_interval``: the mean number of steps between consecutive refreshes of the guard (signal and
+  interval firings), from step 0; None when it never refreshes in the log.
+
+Imports the spec layer and the analysis (pandas); no verl, vLLM or torch.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import pandas as pd
+
+from coolsampler.results.diagnostics import onset_of, training_series
+from coolsampler.spec.guard import Decision, GuardSpec, RefreshGate, schedule_from_refreshed
+
+
+@dataclass
+class GuardReplay:
+    """The guard's decisions over one logged run, and how they compare with its onset (module docstring)."""
+
+    spec: GuardSpec
+    N: int
+    horizon: int
+    steps: int  # training steps in the log
+    logged: int  # steps with a finite value of the signal
+    onset: int | None
+    refreshes: list[Decision] = field(default_factory=list)
+
+    @property
+    def signal_steps(self) -> list[int]:
+        return [d.step for d in self.refreshes if d.reason == "signal"]
+
+    @property
+    def interval_steps(self) -> list[int]:
+        return [d.step for d in self.refreshes if d.reason == "interval"]
+
+    @property
+    def schedule(self) -> list[int]:
+        """Every refresh, as the ``N: {schedule: [...]}`` that replays it open loop."""
+        return [d.step for d in self.refreshes]
+
+    @property
+    def lead(self) -> int | None:
+        first = self.signal_steps[:1]
+        return None if self.onset is None or not first else self.onset - first[0]
+
+    def _warns(self, f: int) -> bool:
+        return self.onset is not None and f <= self.onset <= f + self.horizon
+
+    @property
+    def warned(self) -> list[int]:
+        return [f for f in self.signal_steps if self._warns(f)]
+
+    @property
+    def late(self) -> list[int]:
+        return [f for f in self.signal_steps if self.onset is not None and f > self.onset]
+
+    @property
+    def false_alarms(self) -> list[int]:
+        return [f for f in self.signal_steps if not self._warns(f) and not (self.onset is not None and f > self.onset)]
+
+    @property
+    def mean_interval(self) -> float | None:
+        points = [0, *self.schedule]
+        gaps = [b - a for a, b in zip(points, points[1:], strict=False)]
+        return sum(gaps) / len(gaps) if gaps else None
+
+
+def replay_guard(metrics: pd.DataFrame, spec: GuardSpec, N: int, horizon: int | None = None) -> GuardReplay:
+    """Feed ``metrics``' signal, one training step at a time, to a fresh ``RefreshGate(N, spec)``.
+
+    Every training step of the table is decided (a step without the signal is one more step on the
+    same sampler); ``horizon`` defaults to N."""
+    values = training_series(metrics, spec.diagnostic.column)
+    steps = sorted(int(s) for s in metrics["step"] if int(s) > 0) if "step" in metrics.columns else []
+    gate = RefreshGate(int(N), spec)
+    out = GuardReplay(spec, int(N), int(horizon if horizon is not None else N), len(steps), 0, onset_of(metrics))
+    for step in steps:
+        v = values.get(step)
+        value = None if v is None or not math.isfinite(float(v)) else float(v)
+        out.logged += value is not None
+        d = gate.decide(step, value)
+        if d.refresh:
+            out.refreshes.append(d)
+    return out
+
+
+def logged_schedule(metrics: pd.DataFrame) -> list[int]:
+    """The steps a run's log marks ``refreshed`` (verl's ``staleness/refreshed``), as the ``N: {schedule:
+    [...]}`` that replays a guard run's refreshes open loop (``coolsampler.spec.guard.schedule_from_refreshed``)."""
+    if "refreshed" not in metrics.columns or "step" not in metrics.columns:
+        return []
+    pairs = zip(metrics["step"].astype("int64"), metrics["refreshed"], strict=True)
+    return list(schedule_from_refreshed((s, None if pd.isna(f) else f) for s, f in pairs if s > 0))
+
+
+def schedule_line(schedule: list[int]) -> str:
+    """``N: {schedule: [34, 51, 147]}``: what a study's run entry says to replay these refreshes."""
+    return f"N: {{schedule: [{', '.join(map(str, schedule))}]}}"
+
+
+def _steps(steps: list[int], limit: int = 12) -> str:
+    if not steps:
+        return "none"
+    shown = ", ".join(map(str, steps[:limit]))
+    return shown + (f", ... ({len(steps)} in all)" if len(steps) > limit else "")
+
+
+def replay_text(r: GuardReplay) -> str:
+    """One run's replay in a few lines (under its block of ``coolsampler analyze``)."""
+    if r.logged == 0:
+        return f"   guard {r.spec.text()}: {r.spec.diagnostic.column} is not logged here; nothing to replay"
+    lines = [
+        f"   guard {r.spec.text()}, at most every {r.N} steps ({r.logged} of {r.steps} steps logged):",
+        f"     fires (signal) at {_steps(r.signal_steps)}; interval refreshes at {_steps(r.interval_steps)}",
+    ]
+    mean = "no refresh in the log" if r.mean_interval is None else f"{r.mean_interval:.1f} steps"
+    if r.onset is None:
+        onset = "no onset"
+    else:
+        lead = "no signal firing" if r.lead is None else f"lead {r.lead:+d}"
+        onset = f"onset {r.onset}: {lead}"
+    lines.append(
+        f"     {onset}; {len(r.warned)} warned, {len(r.late)} late, {len(r.false_alarms)} false alarm(s)"
+        f" (horizon {r.horizon} steps); mean interval {mean} (fixed gate: {r.N})"
+    )
+    if r.schedule:
+        lines.append(f"     as an open-loop schedule: {schedule_line(r.schedule)}")
+    return "\n".join(lines)
+
+
+REPLAY_NOTE = (
+    "The replay reads a fixed-N log: up to the first firing it is what a guard run would have done; later"
+    " firings read a sampler the logged run kept, so they bound how often the guard fires, they do not"
+    " predict a guard run (coolsampler.results.guard)."
+)
+
+__all__ = ["REPLAY_NOTE", "GuardReplay", "logged_schedule", "replay_guard", "replay_text", "schedule_line"]
