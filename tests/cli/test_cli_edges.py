@@ -38,15 +38,24 @@ def bare_log(path: Path, steps: int, *, val_every: int | None = 10, temperature:
     return path
 
 
-def test_analyze_refuses_to_guess_the_settings(tmp_path: Path, capsys) -> None:
+def test_analyze_takes_plain_verl_settings_only_from_a_plain_verl_log(tmp_path: Path, capsys) -> None:
+    """A log without any of the patched verl's keys is plain verl: its sampler is refreshed every step
+    (N=1) at verl's default temperature unless --Tb says otherwise, and the text says it assumed that.
+    A log of the patched verl (it logs sampler/temperature) that lacks the refresh steps is refused."""
     log = bare_log(tmp_path / "mine.jsonl", 120)
-    assert main(["analyze", str(log)]) == 1
-    cap = capsys.readouterr()
-    assert "missing settings: N: refresh interval (--N); Tb: sampler temperature (--Tb)" in cap.out
-    assert "missing settings" in cap.err and "Summary" not in cap.out
-    assert "N=0" not in cap.out and "Tb 1.0" not in cap.out
-    # N given, Tb logged by the run itself: analysed, and the text says where each came from
+    assert main(["analyze", str(log)]) == 0
+    out = capsys.readouterr().out
+    assert "N=1 (plain verl refreshes its sampler every step)" in out and "Summary" in out
+    assert "Tb=1.0 (verl's default actor_rollout_ref.rollout.temperature; --Tb if it set another)" in out
+    assert main(["analyze", str(log), "--Tb", "0.7"]) == 0
+    out = capsys.readouterr().out
+    assert "Tb=1.0 (verl's default" not in out and "| 0.7 |" in out
     log_t = bare_log(tmp_path / "cooled.jsonl", 120, temperature=True)
+    assert main(["analyze", str(log_t)]) == 1
+    cap = capsys.readouterr()
+    assert "missing settings: N: refresh interval (--N)" in cap.out and "Tb" not in cap.out.split("missing")[1]
+    assert "missing settings" in cap.err and "Summary" not in cap.out
+    # N given, Tb logged by the run itself: analysed, and the text says where each came from
     assert main(["analyze", str(log_t), "--N", "96"]) == 0
     out = capsys.readouterr().out
     assert "N=96 (given; Tb inferred from the log)" in out and "| 0.8 |" in out
