@@ -4,6 +4,7 @@ truncated, without validation, missing or empty; ``parse --out`` by suffix."""
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pandas as pd
@@ -134,3 +135,34 @@ def test_claims_fails_on_a_missing_or_empty_path(tmp_path: Path, capsys) -> None
     (tmp_path / "empty.jsonl").write_text("")
     assert main(["claims", str(tmp_path / "empty.jsonl")]) == 1
     assert "empty file" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "command", ["overrides", "parse", "analyze", "claims", "runs", "status", "plan", "figures", "verl-check", "memory"]
+)
+def test_each_subcommands_help_says_what_it_prints(command: str, capsys) -> None:
+    with pytest.raises(SystemExit) as e:
+        main([command, "--help"])
+    assert e.value.code == 0
+    head = capsys.readouterr().out.split("\n\n")[1]  # the description, after the usage
+    assert "print" in head, head
+
+
+def test_a_missing_training_stack_is_one_line_naming_the_install(monkeypatch, capsys) -> None:
+    """verl-check in a light install (`pip install -e .`): no traceback, the set-up command."""
+    import builtins
+
+    real = builtins.__import__
+
+    def no_verl(name, *args, **kwargs):
+        if name.split(".")[0] == "verl":
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        return real(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_verl)
+    monkeypatch.delitem(sys.modules, "coolsampler.train.verl_config", raising=False)
+    assert main(["verl-check", "--study", "config/config.yaml"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert "coolsampler verl-check: needs the training stack (no module 'verl" in err
+    assert "bash workflow/tools/setup_env.sh" in err

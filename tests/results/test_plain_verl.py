@@ -30,7 +30,7 @@ def test_the_fixture_keys_are_the_installed_verls() -> None:
     """Every key of the fixture is in verl's source, whole or as the f-string prefix verl composes it from."""
     spec = importlib.util.find_spec("verl")
     if spec is None or not spec.submodule_search_locations:
-        pytest.skip("verl is not installed (pip install -e '.[train]')")
+        pytest.skip("verl is not installed (bash workflow/tools/setup_env.sh)")
     root = Path(next(iter(spec.submodule_search_locations)))
     source = "\n".join(p.read_text(errors="replace") for p in root.rglob("*.py"))
     composed = {"actor/": '"actor/"', "perf/mfu/": '"perf/mfu/actor"'}

@@ -34,6 +34,7 @@ import importlib
 import sys
 from collections.abc import Sequence
 
+from coolsampler.spec.metrics_schema import INSTALL_TRAINING_STACK
 from coolsampler.spec.study import StudyError
 
 # one module of coolsampler.cli per subcommand (the module's name, with - for _ on the command line)
@@ -73,7 +74,16 @@ def build_parser() -> argparse.ArgumentParser:
     sub = ap.add_subparsers(dest="command", required=True)
     for name in SUBCOMMANDS:
         importlib.import_module(f"coolsampler.cli.{name}").register(sub)
+    # each subcommand's --help opens with its one-line help (what it prints), not only its options
+    for choice in sub._choices_actions:
+        parser = sub.choices[choice.dest]
+        parser.description = parser.description or choice.help
     return ap
+
+
+# The training stack's top-level modules: a subcommand that needs one (verl-check, acceptance, memory
+# --measure's stand-ins) in a light install (`pip install -e .`) says what to install, not a traceback.
+TRAINING_STACK = frozenset({"verl", "vllm", "torch", "ray", "transformers", "tensordict", "hydra", "omegaconf"})
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -82,6 +92,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         return args.func(args)
     except (StudyError, ValueError, FileNotFoundError) as e:
         print(f"coolsampler {args.command}: {e}", file=sys.stderr)
+        return 2
+    except ModuleNotFoundError as e:
+        if (e.name or "").split(".")[0] not in TRAINING_STACK:
+            raise
+        print(
+            f"coolsampler {args.command}: needs the training stack (no module {e.name!r} here);"
+            f" install it with {INSTALL_TRAINING_STACK}",
+            file=sys.stderr,
+        )
         return 2
 
 

@@ -315,8 +315,10 @@ def _analyze(args: argparse.Namespace) -> int:
 def register(sub: argparse._SubParsersAction) -> None:
     a = sub.add_parser(
         "analyze",
-        help="degradation events, a Table-1 summary and which staleness diagnostic warns first, of logs, tables,"
-        " run directories or a study's results directory",
+        help="the paper's per-run numbers for logs, tables, run directories or a study's results directory;"
+        " prints per run its degradation events (peak, onset, severe, recovery), KL crossings and lead, and what"
+        " the log lacks with the verl setting that logs it; then a Table-1 summary and the lead table (which"
+        " staleness diagnostic warns first); exit 0 when every path was analysed",
     )
     a.add_argument("paths", nargs="+", help="train.jsonl, metrics.parquet/.csv, a run directory or a results directory")
     a.add_argument("--N", type=int, help="refresh interval for every path (default: run.yaml, the run key, the log)")

@@ -104,7 +104,8 @@ def _figures(args: argparse.Namespace) -> int:
 def register(sub: argparse._SubParsersAction) -> None:
     f = sub.add_parser(
         "figures",
-        help="draw every figure, table, the claims and the report from existing run directories (never trains)",
+        help="draw every figure, table, the claims and the report from existing run directories (never trains);"
+        " prints Snakemake's progress and the runs that are missing, which are drawn as missing",
     )
     f.add_argument("results", help="a study's results directory (holding runs/), e.g. results/smoke")
     f.add_argument("--study", help="the study config (default: the config/*.yaml named in the runs' run.yaml)")

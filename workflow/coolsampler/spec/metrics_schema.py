@@ -204,7 +204,12 @@ REQUIRED = ("step", "kl", "entropy", "reward", "grad_norm", "kl_to_init")
 # this project's patches (the staleness gate, the sampler temperature, mu-GRPO).
 _ROLLOUT_CORR = "algorithm.rollout_correction.rollout_is=token (verl logs rollout_corr/*)"
 _LOG_PROBS = "actor_rollout_ref.rollout.calculate_log_probs=True (verl's default; training/rollout_probs_diff_*)"
-_PATCHED = "coolsampler's patched verl (pip install -e '.[train]'; unpatched verl never logs {keys})"
+# How the training stack (torch, this project's patched verl, vLLM) is installed: named by every message
+# about a missing stack or a key only the patched verl logs.
+INSTALL_TRAINING_STACK = "bash workflow/tools/setup_env.sh (or the project's image: docs/paper-study.md)"
+_PATCHED = (
+    "coolsampler's patched verl (" + INSTALL_TRAINING_STACK.split(" (")[0] + "; unpatched verl never logs {keys})"
+)
 PROVIDED_BY: dict[str, str] = {
     "step": "trainer.logger=[console,file] (verl's file logger writes the JSONL; VERL_FILE_LOGGER_PATH names it)",
     "sampler_version": _PATCHED.format(keys="staleness/*"),
