@@ -78,3 +78,28 @@ def test_claims_on_a_plain_verl_log_from_another_directory(tmp_path: Path) -> No
     # no run key anywhere: one line saying how to name it
     r = subprocess.run(run, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert r.returncode == 1 and "--key" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_figures_from_run_directories_of_plain_verl_logs(tmp_path: Path) -> None:
+    """Plain verl logs placed as a study's runs (run.yaml naming the study): every figure and table the
+    columns allow is drawn, and the command first says what each lacks and which verl setting logs it."""
+    import yaml
+
+    from coolsampler.spec.study import load_study
+
+    repo = WORKFLOW.parent
+    smoke = load_study(repo / "config" / "config.yaml")
+    results = tmp_path / "results"
+    for run in smoke.runs[:3]:
+        d = results / "runs" / run.key
+        write_log(d / "train.jsonl", steps=run.steps, test_freq=run.val_every)
+        (d / "run.yaml").write_text(yaml.safe_dump({"study": smoke.name, "settings": run.settings()}))
+    env = {**os.environ, "PYTHONPATH": str(WORKFLOW)}
+    argv = [sys.executable, "-m", "coolsampler.cli", "figures", str(results), "--cores", "2", "--no-report"]
+    r = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert re.search(r"coolsampler figures: fig1: drawn without kl .*rollout_is=token", r.stdout)
+    assert re.search(r"coolsampler figures: table2: drawn without kl, kl_to_init .*use_kl_loss=True", r.stdout)
+    assert "table1:" not in r.stdout  # its accuracy is in the logs
+    for out in ("fig1.png", "table1.md", "table2.md", "claims.md"):
+        assert (results / out).is_file(), out
