@@ -346,3 +346,15 @@ def test_memory_on_your_own_gpus_from_the_command_line_or_an_override_file(capsy
     assert study.raw["models"]["qwen2.5-math-1.5b"]["gpu_memory_gib"] == 79.6  # the card: the override's
     assert study.raw["models"]["qwen2.5-math-1.5b"]["micro_batch"] == 4  # the rest: the paper study's
     assert main(["memory", "--gpu-memory-gib", "0"]) == 2
+
+
+def test_commands_find_the_checkouts_study_files_from_any_directory(tmp_path: Path, monkeypatch, capsys) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert main(["runs"]) == 0  # the default study, config/config.yaml of the checkout
+    assert len(capsys.readouterr().out.splitlines()) == len(load_study(SMOKE).runs)
+    assert (
+        main(["plan", "--study", "config/paper.yaml", "--overlay", "config/hardware/80gb.yaml", "--run", SEVEN_B]) == 0
+    )
+    last = capsys.readouterr().out.splitlines()[-1]
+    assert last.startswith(f"command: cd {REPO} && snakemake --profile profiles/gpu-box results/runs/{SEVEN_B}/")
+    assert last.endswith(f"--configfile {PAPER} {EIGHTY}")

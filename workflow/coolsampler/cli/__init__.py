@@ -33,9 +33,11 @@ import argparse
 import importlib
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 from coolsampler.spec.metrics_schema import INSTALL_TRAINING_STACK
 from coolsampler.spec.study import StudyError
+from coolsampler.train.version import REPO
 
 # one module of coolsampler.cli per subcommand (the module's name, with - for _ on the command line)
 SUBCOMMANDS = (
@@ -66,6 +68,18 @@ class _VersionAction(argparse.Action):
         parser.exit()
 
 
+STUDY_FILE_OPTIONS = ("study", "overlay")
+
+
+def study_file(value: str) -> str:
+    """A study (or override) file as given where it exists, else this checkout's file of that name: the
+    defaults and the documented ``--study config/paper.yaml`` work from any directory."""
+    if Path(value).exists() or Path(value).is_absolute():
+        return value
+    in_checkout = REPO / value
+    return str(in_checkout) if in_checkout.exists() else value
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(
         prog="coolsampler", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -78,6 +92,9 @@ def build_parser() -> argparse.ArgumentParser:
     for choice in sub._choices_actions:
         parser = sub.choices[choice.dest]
         parser.description = parser.description or choice.help
+        for action in parser._actions:  # study files: found from any directory
+            if action.dest in STUDY_FILE_OPTIONS and action.type is None:
+                action.type = study_file
     return ap
 
 

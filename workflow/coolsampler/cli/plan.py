@@ -235,9 +235,11 @@ def one_line(plan: Plan) -> str:
 
 
 def command(plan: Plan, study_files: Sequence[str], targets: Sequence[str]) -> str:
-    """The Snakemake command that makes ``targets`` of the plan's study on its profile."""
+    """The Snakemake command that makes ``targets`` of the plan's study on its profile (from the checkout,
+    where Snakemake finds the Snakefile and the profiles)."""
     where = f"--profile profiles/{PROFILE_FILE[plan.profile]}" if plan.profile in PROFILE_FILE else "--cores 2"
-    return f"snakemake {where} {' '.join(targets)} --configfile {' '.join(study_files)}"
+    cd = "" if Path.cwd().resolve() == REPO.resolve() else f"cd {REPO} && "
+    return f"{cd}snakemake {where} {' '.join(targets)} --configfile {' '.join(study_files)}"
 
 
 def _group(model: str, task: str, runs: list[Run], done: list[str], m: Measured, platform: Platform) -> Group:
