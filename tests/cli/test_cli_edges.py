@@ -46,11 +46,12 @@ def test_analyze_takes_plain_verl_settings_only_from_a_plain_verl_log(tmp_path: 
     log = bare_log(tmp_path / "mine.jsonl", 120)
     assert main(["analyze", str(log)]) == 0
     out = capsys.readouterr().out
-    assert "N=1 (plain verl refreshes its sampler every step)" in out and "Summary" in out
-    assert "Tb=1.0 (verl's default actor_rollout_ref.rollout.temperature; --Tb if it set another)" in out
+    assert "plain verl (no staleness/* or sampler/* in its log): N=1, it refreshes its sampler every step" in out
+    assert "Tb=1.0, verl's default actor_rollout_ref.rollout.temperature (--Tb if it set another)" in out
+    assert "Summary" in out
     assert main(["analyze", str(log), "--Tb", "0.7"]) == 0
     out = capsys.readouterr().out
-    assert "Tb=1.0 (verl's default" not in out and "| 0.7 |" in out
+    assert "Tb=1.0, verl's default" not in out and "| 0.7 |" in out
     log_t = bare_log(tmp_path / "cooled.jsonl", 120, temperature=True)
     assert main(["analyze", str(log_t)]) == 1
     cap = capsys.readouterr()

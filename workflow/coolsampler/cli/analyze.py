@@ -192,15 +192,17 @@ def _settings_for(
         plain = []
         if not s.get("N"):
             s["N"] = 1
-            plain.append("N=1 (plain verl refreshes its sampler every step)")
+            plain.append("N=1, it refreshes its sampler every step")
         if "Tb" not in s:
             s["Tb"] = VERL_DEFAULT_TEMPERATURE
             plain.append(
-                f"Tb={VERL_DEFAULT_TEMPERATURE} (verl's default actor_rollout_ref.rollout.temperature;"
-                " --Tb if it set another)"
+                f"Tb={VERL_DEFAULT_TEMPERATURE}, verl's default actor_rollout_ref.rollout.temperature"
+                " (--Tb if it set another)"
             )
         if plain:
-            how = (how + "; " if how else "") + "no staleness/* or sampler/* in the log: " + ", ".join(plain)
+            how = (
+                (how + "; " if how else "") + "plain verl (no staleness/* or sampler/* in its log): " + "; ".join(plain)
+            )
     missing = [f"{k}: {what}" for k, what in NEEDED.items() if s.get(k) in (None, "", 0)]
     s.setdefault("key", str(path))
     s.setdefault("seed", 0)

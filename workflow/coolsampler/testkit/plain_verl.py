@@ -76,6 +76,9 @@ def records(steps: int = 60, test_freq: int = 10, *, collapse_at: int | None = N
         data["response_length/max"] = 1024.0
         data["response_length/clip_ratio"] = 0.01
         data["actor/grad_norm"] = float(0.2 + rng.uniform(0.0, 0.1))
+        # |pi - q| per token: small where the sampler is refreshed every step (vLLM vs FSDP numerics)
+        data["training/rollout_probs_diff_mean"] = float(0.01 + rng.uniform(0.0, 0.005))
+        data["training/rollout_probs_diff_std"] = float(0.03 + rng.uniform(0.0, 0.01))
         if t % test_freq == 0 or t == steps:
             data.update({k: _val(t, collapse_at) for k in VAL_KEYS})
         out.append({"step": t, "data": data})
