@@ -6,15 +6,18 @@
     coolsampler parse PATH [--out metrics.parquet|metrics.csv] [--steps N] [--val-every K]
         one verl JSONL log -> a summary, or the metrics table rule parse writes
     coolsampler analyze PATH... [--N N] [--Tb T] [--steps S]
-        the paper's per-run numbers (degradation events, Table-1 summary) for logs or tables
-    coolsampler claims PATH... [--probe] [--out DIR]
+        the paper's per-run numbers (degradation events, Table-1 summary, lead table) for logs or
+        tables; any verl log: what it lacks is named with the verl setting that logs it
+    coolsampler claims PATH... [--key RUN_KEY] [--probe] [--out DIR]
         the paper's claims checked on run directories or logs
     coolsampler runs|status|plan [--study FILE] ...
-        a study's run keys, where each run stands, what the study costs
+        a study's run keys, where each run stands, what the study costs; plan --run KEY: one run's
+        cost beside the snakemake command that trains it
     coolsampler verl-check [--study FILE] [--platform gpu|cpu]
         every run of a study against verl's own config checks (imports verl; no GPU, model or data)
-    coolsampler memory [--measure SID|auto --out FILE]
-        the paper runs' host and GPU memory budget and their processes, as Markdown tables; --measure:
+    coolsampler memory [--gpu-memory-gib X] [--overlay FILE] [--measure SID|auto --out FILE]
+        the paper runs' host and GPU memory budget and their processes, as Markdown tables, on the
+        study's GPUs or yours (--gpu-memory-gib, or an override file); --measure:
         each process kind's PSS in a running verl session (the table the budget multiplies)
     coolsampler acceptance [--platform gpu|cpu] --out DIR
         the acceptance check of a machine: the 1.5B recipe for a few steps through the real stack
@@ -23,8 +26,10 @@
         every figure, table, claims.md and report.html from existing run directories; never trains
 
 Each subcommand is one module of this package with a ``register(subparsers)`` hook, listed in
-``SUBCOMMANDS`` in the order ``--help`` shows them. Light: only ``verl-check`` and ``acceptance`` import
-verl (when they run), so the rest work on a laptop with the core install.
+``SUBCOMMANDS`` in the order ``--help`` shows them. A ``--study``/``--overlay`` file not found where the
+command runs is this checkout's file of that name, so every command works from any directory. Light:
+only ``verl-check`` and ``acceptance`` import verl (when they run), so the rest work on a laptop with the
+core install; without the training stack those two say in one line what to install.
 """
 
 from __future__ import annotations
