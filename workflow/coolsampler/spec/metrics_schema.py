@@ -13,6 +13,7 @@ Imports nothing of the package and no heavy stack.
 from __future__ import annotations
 
 import fnmatch
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -251,12 +252,13 @@ PROVIDED_BY: dict[str, str] = {
 
 
 def absent_columns(df: Any) -> list[str]:
-    """The table's columns with no value at any training step: what the log never had (in COLUMNS order)."""
+    """The table's columns with no value at any training step: what the log never had (in COLUMNS order).
+    ``df``: a metrics table (a pandas DataFrame; not imported here, the schema stays import-free)."""
     steps = df["step"] > 0 if "step" in df else slice(None)
     return [c for c in COLUMNS if c != "step" and (c not in df or not df.loc[steps, c].notna().any())]
 
 
-def missing_text(columns: Any) -> list[str]:
+def missing_text(columns: Iterable[str]) -> list[str]:
     """One line per verl setting that would provide ``columns``: "setting: column, column"."""
     by: dict[str, list[str]] = {}
     for col in columns:
