@@ -302,8 +302,9 @@ def test_documented_snakemake_targets_dry_run(group):
     profile, configfile, config = group
     argv = [sys.executable, "-m", "snakemake", "-n", "--nolock"]
     argv += [a for p in profile for a in ("--profile", p)]
-    argv += [f"--configfile={c}" for c in configfile]
     argv += targets
+    # all of them after one --configfile, as documented: Snakemake keeps only the last of repeated ones
+    argv += ["--configfile", *configfile] if configfile else []
     argv += ["--config", *config] if config else []
     res = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=300, check=False)
     assert res.returncode == 0, (sorted(set(pages)), argv, res.stderr[-3000:])

@@ -4,6 +4,7 @@ truncated, without validation, missing or empty; ``parse --out`` by suffix."""
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pandas as pd
@@ -38,15 +39,25 @@ def bare_log(path: Path, steps: int, *, val_every: int | None = 10, temperature:
     return path
 
 
-def test_analyze_refuses_to_guess_the_settings(tmp_path: Path, capsys) -> None:
+def test_analyze_takes_plain_verl_settings_only_from_a_plain_verl_log(tmp_path: Path, capsys) -> None:
+    """A log without any of the patched verl's keys is plain verl: its sampler is refreshed every step
+    (N=1) at verl's default temperature unless --Tb says otherwise, and the text says it assumed that.
+    A log of the patched verl (it logs sampler/temperature) that lacks the refresh steps is refused."""
     log = bare_log(tmp_path / "mine.jsonl", 120)
-    assert main(["analyze", str(log)]) == 1
-    cap = capsys.readouterr()
-    assert "missing settings: N: refresh interval (--N); Tb: sampler temperature (--Tb)" in cap.out
-    assert "missing settings" in cap.err and "Summary" not in cap.out
-    assert "N=0" not in cap.out and "Tb 1.0" not in cap.out
-    # N given, Tb logged by the run itself: analysed, and the text says where each came from
+    assert main(["analyze", str(log)]) == 0
+    out = capsys.readouterr().out
+    assert "plain verl (no staleness/* or sampler/* in its log): N=1, it refreshes its sampler every step" in out
+    assert "Tb=1.0, verl's default actor_rollout_ref.rollout.temperature (--Tb if it set another)" in out
+    assert "Summary" in out
+    assert main(["analyze", str(log), "--Tb", "0.7"]) == 0
+    out = capsys.readouterr().out
+    assert "Tb=1.0, verl's default" not in out and "| 0.7 |" in out
     log_t = bare_log(tmp_path / "cooled.jsonl", 120, temperature=True)
+    assert main(["analyze", str(log_t)]) == 1
+    cap = capsys.readouterr()
+    assert "missing settings: N: refresh interval (--N)" in cap.out and "Tb" not in cap.out.split("missing")[1]
+    assert "missing settings" in cap.err and "Summary" not in cap.out
+    # N given, Tb logged by the run itself: analysed, and the text says where each came from
     assert main(["analyze", str(log_t), "--N", "96"]) == 0
     out = capsys.readouterr().out
     assert "N=96 (given; Tb inferred from the log)" in out and "| 0.8 |" in out
@@ -125,3 +136,34 @@ def test_claims_fails_on_a_missing_or_empty_path(tmp_path: Path, capsys) -> None
     (tmp_path / "empty.jsonl").write_text("")
     assert main(["claims", str(tmp_path / "empty.jsonl")]) == 1
     assert "empty file" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "command", ["overrides", "parse", "analyze", "claims", "runs", "status", "plan", "figures", "verl-check", "memory"]
+)
+def test_each_subcommands_help_says_what_it_prints(command: str, capsys) -> None:
+    with pytest.raises(SystemExit) as e:
+        main([command, "--help"])
+    assert e.value.code == 0
+    head = capsys.readouterr().out.split("\n\n")[1]  # the description, after the usage
+    assert "print" in head, head
+
+
+def test_a_missing_training_stack_is_one_line_naming_the_install(monkeypatch, capsys) -> None:
+    """verl-check in a light install (`pip install -e .`): no traceback, the set-up command."""
+    import builtins
+
+    real = builtins.__import__
+
+    def no_verl(name, *args, **kwargs):
+        if name.split(".")[0] == "verl":
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        return real(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_verl)
+    monkeypatch.delitem(sys.modules, "coolsampler.train.verl_config", raising=False)
+    assert main(["verl-check", "--study", "config/config.yaml"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert "coolsampler verl-check: needs the training stack (no module 'verl" in err
+    assert "bash workflow/tools/setup_env.sh" in err

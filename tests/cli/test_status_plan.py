@@ -307,3 +307,58 @@ def test_plan_on_gpu_shows_each_runs_processes_and_host_memory(tmp_path: Path, c
     assert "qwen2.5-math-1.5b math on 4 x 31.7 GiB GPUs: fits" in out
     assert "qwen2.5-math-7b gsm8k on 4 x 95.6 GiB GPUs: fits" in out
     assert "| AgentLoopWorker | " in out and "| CUDA host overhead (assumed) | " in out
+
+
+SEVEN_B = "qwen2.5-math-7b/gsm8k/N192_lr2e-6_tis_Tb1_Tl1_s1"
+EIGHTY = REPO / "config" / "hardware" / "80gb.yaml"
+
+
+def test_plan_of_one_run_prints_its_cost_beside_the_command_that_trains_it(tmp_path: Path, capsys) -> None:
+    """One paper arm on one GPU box: Appendix D's 9 hours on 4 GPUs, one checkpoint of disk (two while it
+    saves), and the gpu-box command for its metrics table, with the study and the overlay as given."""
+    argv = ["plan", "--study", str(PAPER), "--results", str(tmp_path), "--run", SEVEN_B]
+    assert main([*argv, "--overlay", str(EIGHTY)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[-2] == (
+        "plan: 1 run(s) to train, 36.0 GPU-hours, 9:00 wall (h:mm), "
+        f"{checkpoint_bytes('qwen2.5-math-7b') / 1024**3:.1f} GiB disk "
+        f"({2 * checkpoint_bytes('qwen2.5-math-7b') / 1024**3:.1f} GiB during a save), memory fits 4 x 79.6 GiB GPUs"
+    )
+    assert out[-1] == (
+        f"command: snakemake --profile profiles/gpu-box {tmp_path}/runs/{SEVEN_B}/metrics.parquet"
+        f" --configfile {PAPER} {EIGHTY}"
+    )
+    # the same card without the overlay's setting: the 7B does not fit, and the plan says so
+    assert main([*argv, "--gpu-memory-gib", "79.6"]) == 0
+    out = capsys.readouterr().out
+    assert "memory DOES NOT FIT 4 x 79.6 GiB GPUs" in out
+    assert "set models: {qwen2.5-math-7b: {gpu_memory_utilization: 0.45}}" in out
+    assert main(["plan", "--study", str(PAPER), "--run", "qwen2.5-math-7b/gsm8k/N1_nope"]) == 2
+    assert "is not in study paper; runs of that model/task" in capsys.readouterr().err
+
+
+def test_memory_on_your_own_gpus_from_the_command_line_or_an_override_file(capsys) -> None:
+    """An 80 GB card: the paper's 7B does not fit at its settings; the override file declares the card and
+    the setting that makes it fit, merged over the study as Snakemake merges a second --configfile."""
+    assert main(["memory", "--study", str(PAPER), "--gpu-memory-gib", "79.6"]) == 1
+    out = capsys.readouterr().out
+    assert "qwen2.5-math-7b gsm8k on 4 x 79.6 GiB GPUs: DOES NOT FIT" in out
+    assert main(["memory", "--study", str(PAPER), "--overlay", str(EIGHTY)]) == 0
+    out = capsys.readouterr().out
+    assert "qwen2.5-math-7b gsm8k on 4 x 79.6 GiB GPUs: fits" in out
+    study = load_study(PAPER, overlays=[EIGHTY])
+    assert study.raw["models"]["qwen2.5-math-1.5b"]["gpu_memory_gib"] == 79.6  # the card: the override's
+    assert study.raw["models"]["qwen2.5-math-1.5b"]["micro_batch"] == 4  # the rest: the paper study's
+    assert main(["memory", "--gpu-memory-gib", "0"]) == 2
+
+
+def test_commands_find_the_checkouts_study_files_from_any_directory(tmp_path: Path, monkeypatch, capsys) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert main(["runs"]) == 0  # the default study, config/config.yaml of the checkout
+    assert len(capsys.readouterr().out.splitlines()) == len(load_study(SMOKE).runs)
+    assert (
+        main(["plan", "--study", "config/paper.yaml", "--overlay", "config/hardware/80gb.yaml", "--run", SEVEN_B]) == 0
+    )
+    last = capsys.readouterr().out.splitlines()[-1]
+    assert last.startswith(f"command: cd {REPO} && snakemake --profile profiles/gpu-box results/runs/{SEVEN_B}/")
+    assert last.endswith(f"--configfile {PAPER} {EIGHTY}")

@@ -619,3 +619,17 @@ def test_an_image_runs_as_any_uid(dockerfile: str) -> None:
     text = (ROOT / "containers" / dockerfile).read_text()
     env = re.search(r"^ENV\s+((?:.*\\\n)*.*)$", text[text.rindex("\nENV ") :], re.M).group(1)
     assert "USER=coolsampler" in env and "LOGNAME=coolsampler" in env
+
+
+def test_apptainer_builds_with_fakeroot_for_a_user_without_root(monkeypatch) -> None:
+    """A login node: %setup needs root, so a user builds with --fakeroot; root builds as it is. A failed
+    build as a user says what to ask for (fakeroot) or where else to build."""
+    assert "%setup" in DEF
+    version = verl_local_version()
+    monkeypatch.setattr(build_image.os, "geteuid", lambda: 1000)
+    assert build_image.build_command("apptainer", "img.sif", version)[:3] == ["apptainer", "build", "--fakeroot"]
+    assert "--fakeroot" not in build_image.build_command("docker", "img", version)
+    monkeypatch.setattr(build_image.os, "geteuid", lambda: 0)
+    assert "--fakeroot" not in build_image.build_command("apptainer", "img.sif", version)
+    assert "apptainer config fakeroot --add $USER" in build_image.FAKEROOT_HELP
+    assert "results/build/image.digest" in build_image.FAKEROOT_HELP

@@ -179,3 +179,17 @@ def test_each_run_has_its_own_weight_push_socket(monkeypatch):
     finally:
         for token in tokens:
             shutil.rmtree(socket_dir(token), ignore_errors=True)
+
+
+def test_a_lower_time_limit_keeps_the_watchdog_below_it():
+    """A cluster whose GPU partition allows 12 h: the job asks for 720 min and the watchdog stops the run
+    an hour before SLURM would, as at the default 16 h (15 h); on CPU (no margin) it follows the limit."""
+    gpu = get_platform("gpu")
+    assert (gpu.runtime_min, gpu.timeout_min) == (960, 900)
+    assert gpu.with_runtime(None) is gpu and gpu.with_runtime(960) is gpu
+    twelve = gpu.with_runtime(720)
+    assert (twelve.runtime_min, twelve.timeout_min) == (720, 660)
+    assert gpu.with_runtime(90).timeout_min == 45  # never a watchdog of zero minutes
+    assert get_platform("cpu").with_runtime(60).timeout_min == 60
+    with pytest.raises(ValueError, match="minutes"):
+        gpu.with_runtime(0)

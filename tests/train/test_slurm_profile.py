@@ -204,3 +204,26 @@ def test_slurms_refusal_is_one_line_naming_the_runs():
     assert msg.startswith("SLURM refuses rule train's request for run m/t/run0 and 2 more (-p cpu -t 120 --mem 999999")
     assert "Memory specification can not be satisfied; allocation failure: Requested node configuration" in msg
     check_requests([train_job("gpu")], SETTINGS, sbatch)  # taken: no error
+
+
+def test_the_time_limit_is_the_profiles_edit_line():
+    """A cluster with a 12-hour limit: uncommenting the runtime EDIT line of the shipped profile makes
+    every training job ask for 720 minutes (the plugin's -t), and the watchdog follows it."""
+    text = (PROFILE / "config.v8+.yaml").read_text()
+    line = next(ln for ln in text.splitlines() if ln.strip().startswith("# runtime:") and "EDIT" in ln)
+    edited = yaml.safe_load(text.replace(line, line.replace("# runtime:", "runtime:", 1)))
+    runtime = edited["set-resources"]["train"]["runtime"]
+    assert runtime == 720
+    args = request_args(train_job("gpu", runtime=runtime), SETTINGS)
+    assert args[args.index("-t") + 1] == "720"
+    assert get_platform("gpu").with_runtime(runtime).timeout_min == 660
+
+
+def test_a_job_over_the_partitions_time_limit_gets_one_line_naming_the_edit_line(tmp_path):
+    job = JOB.replace("Reason=PartitionConfig", "Reason=PartitionTimeLimit").replace("Partition=cpu", "Partition=gpu")
+    run, _ = fake_slurm(f"12|PartitionTimeLimit|{tmp_path}\n", {"12": job}, "g1|32|256000|gpu:8\n")
+    said, cancelled = [], []
+    Watch(tmp_path, said.append, run=run, cancel=cancelled.append, runs={}).check()
+    assert cancelled == ["12"] and len(said) == 1 and "\n" not in said[0]
+    assert "time limit 16:00:00 is above partition 'gpu''s MaxTime" in said[0]
+    assert "runtime:" in said[0] and "EDIT line" in said[0]

@@ -239,9 +239,17 @@ def platform_attr(name):
 
 
 def train_limit(name):
-    """The watchdog's limits: the study config's timeout_min/stall_min, else the platform's."""
-    return lambda wildcards: config.get(
-        name, getattr(root_of(wildcards).platform, name)
+    """The watchdog's limits: the study config's timeout_min/stall_min, else the platform's under the job's
+    own time limit (a profile may lower it to its partition's: Platform.with_runtime keeps the watchdog
+    below it)."""
+    return lambda wildcards, resources: config.get(
+        name,
+        getattr(
+            root_of(wildcards).platform.with_runtime(
+                getattr(resources, "runtime", None)
+            ),
+            name,
+        ),
     )
 
 

@@ -85,5 +85,8 @@ rule parse:
     localrule: True
     params:
         run=run_of,
+        # the pipeline's own runs must log every required metric; drawing others' runs (analysis_only,
+        # coolsampler figures) reads any verl log, its missing columns NaN and named by the command
+        lenient=ANALYSIS_ONLY,
     script:
         "../scripts/parse.py"

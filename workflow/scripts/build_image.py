@@ -15,7 +15,10 @@ The wheel the image installs must already exist (rule verl_wheel); the build fai
 build argument): a stand-in built locally where Docker Hub is out of reach (workflow/tools/docker_bases.py).
 ``COOLSAMPLER_BUILD_NETWORK=host`` builds with the host's network (``--network host``): a Docker daemon
 without a bridge network (``dockerd --bridge=none``) gives the build's pip none otherwise.
-Standard library only.
+Apptainer as a user without root (a cluster's login node): containers/coolsampler.def has a ``%setup``
+section, which needs root, so the build is run with ``--fakeroot`` (an entry in /etc/subuid, or
+Apptainer >= 1.1's root-mapped namespace with the ``fakeroot`` program); when that fails the error says
+what to ask for, or where else to build (``FAKEROOT_HELP``). Standard library only.
 """
 
 from __future__ import annotations
@@ -36,6 +39,15 @@ NETWORK_ENV = "COOLSAMPLER_BUILD_NETWORK"
 
 class ImageBuildError(RuntimeError):
     pass
+
+
+# What a user without root can do when ``apptainer build --fakeroot`` fails (docs/paper-study.md).
+FAKEROOT_HELP = (
+    "as a user without root the build needs fakeroot: ask an admin for `apptainer config fakeroot --add $USER`"
+    " (an /etc/subuid entry), or install the `fakeroot` program (Apptainer >= 1.1 then maps root itself); or"
+    " build the .sif where you are root (the same checkout: snakemake --cores 1 image with the study's container"
+    " setting) and copy results/build/coolsampler.sif and results/build/image.digest here"
+)
 
 
 def build_command(
@@ -62,9 +74,11 @@ def build_command(
             cmd += ["--iidfile", str(iidfile)]
         return [*cmd, str(root)]
     if engine == "apptainer":
+        fakeroot = ["--fakeroot"] if os.geteuid() != 0 else []  # %setup needs root, or a fake one
         return [
             "apptainer",
             "build",
+            *fakeroot,
             "--force",
             "--build-arg",
             arg,
@@ -120,7 +134,8 @@ def build(engine: str, image: str, verl_version: str, digest_out: Path, *, root:
         print("$ " + " ".join(cmd), flush=True)
         res = subprocess.run(cmd, cwd=root, env=env)
         if res.returncode != 0:
-            raise ImageBuildError(f"{engine} build failed with exit code {res.returncode}")
+            hint = f"; {FAKEROOT_HELP}" if engine == "apptainer" and os.geteuid() != 0 else ""
+            raise ImageBuildError(f"{engine} build failed with exit code {res.returncode}{hint}")
         digest = iid.read_text().strip() if engine == "docker" else sha256_file(Path(image))
     if not digest.startswith("sha256:") or len(digest) != 71:
         raise ImageBuildError(f"{engine} reported {digest!r}, not an image digest")

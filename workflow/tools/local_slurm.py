@@ -47,6 +47,11 @@ ACCOUNT = "default"
 # The paper's training job: --gpus=4 on one node, 32 CPUs, 256000 MB (coolsampler.train.platform "gpu").
 GPU_NODE = {"cpus": 32, "mem_mb": 262_144, "gpus": 4}
 PACKAGES = "slurm-wlm slurmdbd munge mariadb-server"
+# The one line that installs them (Debian/Ubuntu, as root): workflow/tools/setup_env.sh runs it where it
+# can and prints it where it cannot; tests/stack/test_slurm.py skips with it as the reason.
+APT_LINE = f"apt-get install {PACKAGES}"
+# Set (to 1) by .ci/run: the SLURM tests fail instead of skipping, so CI never passes without the cluster.
+REQUIRE_ENV = "COOLSAMPLER_REQUIRE_SLURM"
 CLIENTS = ("sbatch", "srun", "salloc", "squeue", "sacct", "sacctmgr", "scancel", "scontrol", "sinfo", "sshare", "sstat")
 DAEMONS = ("munged", "mariadbd", "mariadb-install-db", "slurmdbd", "slurmctld", "slurmd", "sacctmgr")
 
@@ -78,6 +83,16 @@ def host_memory_mb() -> int:
 
 def missing_programs() -> list[str]:
     return [d for d in DAEMONS if shutil.which(d) is None]
+
+
+def unavailable() -> str | None:
+    """Why no local cluster can start on this machine (in one line, naming the install), or None."""
+    missing = missing_programs()
+    if missing:
+        return f"SLURM is not installed here (no {', '.join(missing)}): as root, {APT_LINE}"
+    if os.geteuid() != 0:
+        return "a local SLURM cluster runs its daemons as root: run the SLURM tests as root"
+    return None
 
 
 @dataclass
@@ -269,11 +284,9 @@ class LocalSlurm:
     def start(self) -> LocalSlurm:
         """Write the configuration and start every daemon; returns when both nodes are idle and the
         accounting knows this user. On any failure what was started is stopped again."""
-        missing = missing_programs()
-        if missing:
-            raise ClusterError(f"not installed: {', '.join(missing)} (apt-get install {PACKAGES})")
-        if os.geteuid() != 0:
-            raise ClusterError("a local SLURM cluster runs its daemons as root")
+        why = unavailable()
+        if why:
+            raise ClusterError(why)
         if self.root.exists() and (self.root / "pids.json").exists():
             raise ClusterError(f"{self.root} holds a cluster already (stop it first)")
         self.root.mkdir(parents=True, exist_ok=True)
@@ -451,9 +464,14 @@ def _terminate(pid: int, proc: subprocess.Popen | None, wait_s: float = 20) -> N
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("action", choices=["start", "stop"])
-    ap.add_argument("dir", type=Path, help="where the cluster's configuration, state and logs live")
+    ap.add_argument("action", choices=["start", "stop", "packages"], help="packages: the Debian packages it needs")
+    ap.add_argument("dir", type=Path, nargs="?", help="where the cluster's configuration, state and logs live")
     args = ap.parse_args(argv)
+    if args.action == "packages":
+        print(PACKAGES)
+        return 0
+    if args.dir is None:
+        ap.error(f"{args.action} needs DIR")
     cluster = LocalSlurm(args.dir)
     try:
         if args.action == "start":

@@ -47,4 +47,17 @@ if [ -n "$unexpected" ]; then
   exit 1
 fi
 "$PY" -c "import verl, vllm, torch, coolsampler; print('verl', verl.__version__, '| vllm', vllm.__version__, '| torch', torch.__version__)"
+
+# The SLURM tests (tests/stack/test_slurm.py) start a real one-host cluster from these Debian packages:
+# installed here as root; otherwise the one line that installs them is printed and those tests skip with
+# it as their reason. Images built from this script set COOLSAMPLER_SLURM_PACKAGES=skip (not their job).
+slurm=$("$PY" workflow/tools/local_slurm.py packages)
+missing=$(for p in $slurm; do dpkg -s "$p" >/dev/null 2>&1 || echo "$p"; done | xargs)
+if [ -n "$missing" ] && [ "${COOLSAMPLER_SLURM_PACKAGES:-install}" != skip ]; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $missing
+  else
+    echo "setup_env: the SLURM tests need, as root: apt-get install $missing (until then they are skipped)" >&2
+  fi
+fi
 echo "setup_env: done in $(( $(date +%s) - start ))s; $(du -sh "$VENV" | cut -f1) in $VENV"

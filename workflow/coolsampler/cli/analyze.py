@@ -29,7 +29,7 @@ from coolsampler.results.analysis import summarize_run
 from coolsampler.results.diagnostics import lead_table
 from coolsampler.results.guard import REPLAY_NOTE, logged_schedule, replay_guard, replay_text, schedule_line
 from coolsampler.spec.guard import GuardSpec, parse_guard_condition
-from coolsampler.spec.metrics_schema import RunStatus
+from coolsampler.spec.metrics_schema import COLUMNS, RunStatus, absent_columns, missing_text
 
 RUN_LOGS = ("train.jsonl", "metrics.parquet", "metrics.csv")
 
@@ -76,12 +76,18 @@ def infer_N(metrics: pd.DataFrame) -> int | None:
 
 
 def load_any(
-    path: str | Path, *, steps: int | None = None, val_every: int | None = None
+    path: str | Path,
+    *,
+    steps: int | None = None,
+    val_every: int | None = None,
+    required: tuple[str, ...] | None = None,
 ) -> tuple[pd.DataFrame, RunStatus | None]:
     """A metrics table and its status from a JSONL log, a parquet/CSV table (+ status.json beside it).
 
     ``steps``/``val_every``: what the run was configured to log, so that a log that stops early or
     misses validations is not taken for a whole one (``coolsampler.results.metrics.parse_jsonl``).
+    ``required``: the columns a JSONL log must have (default: the parser's, all the pipeline logs);
+    ``("step",)`` reads any verl log, its never-logged columns NaN.
     """
     p = Path(path)
     if not p.exists():
@@ -99,13 +105,49 @@ def load_any(
         return df, load_status(p.with_name("status.json"))
     from coolsampler.results.metrics import parse_jsonl  # the parser module may land after this one
 
-    return parse_jsonl(p, expected_steps=steps, val_every=val_every)
+    if required is None:
+        return parse_jsonl(p, expected_steps=steps, val_every=val_every)
+    return parse_jsonl(p, expected_steps=steps, val_every=val_every, required=required)
 
 
 # What the analysis needs of a run that neither the log nor its table carries for sure: the refresh
 # interval (Figure 2's KL step, Table 1's refreshes), the sampler temperature (the arm) and the run's
 # length (whether the log is whole).
 NEEDED = {"N": "refresh interval (--N)", "Tb": "sampler temperature (--Tb)"}
+
+# verl's own default sampler temperature (actor_rollout_ref.rollout.temperature in verl 0.9.1's
+# rollout.yaml): what an unpatched run, which logs no sampler/temperature, sampled at unless it set another.
+VERL_DEFAULT_TEMPERATURE = 1.0
+
+# What each part of the output reads, so that a log lacking a column is told which part it loses
+# (and, through metrics_schema.PROVIDED_BY, which verl setting would have logged it).
+OUTPUT_NEEDS: dict[str, tuple[str, ...]] = {
+    "degradation events, peak/final/last-five accuracy, Table 1": ("val_acc",),
+    "KL crossings, the KL lead over the onset, KL max and the KL at the fixed step (Figure 2)": ("kl",),
+    "KL to the initial policy at step 90 (Table 2)": ("kl_to_init",),
+    "the refresh steps, staleness at onset and the cycle readings (Table 3)": ("refreshed", "staleness"),
+    "the lead table's chi^2, IS-weight and log-ppl diagnostics": ("chi2_token", "is_ess", "log_ppl_diff"),
+}
+
+
+def missing_lines(metrics: pd.DataFrame) -> list[str]:
+    """What ``metrics`` cannot give, per part of the output, with the verl setting that would provide it."""
+    absent = set(absent_columns(metrics))
+    out = []
+    for part, cols in OUTPUT_NEEDS.items():
+        lack = [c for c in cols if c in absent]
+        if lack:
+            out.append(f"   not computed: {part}; needs {', '.join(lack)}")
+    if out:
+        out.append("   what would log it:")
+        out += [f"     {line}" for line in missing_text(c for c in COLUMNS if c in absent)]
+    return out
+
+
+def unpatched(metrics: pd.DataFrame) -> bool:
+    """The log has none of the patched verl's keys (staleness/*, sampler/*): plain verl wrote it."""
+    absent = set(absent_columns(metrics))
+    return {"staleness", "refreshed", "sampler_version", "temperature"} <= absent
 
 
 def known_settings(path: Path, given: Mapping[str, Any] | None) -> tuple[dict[str, Any], str]:
@@ -150,6 +192,21 @@ def _settings_for(
         inferred.append("Tb")
     if inferred:
         how = (how + "; " if how else "") + f"{' and '.join(inferred)} inferred from the log"
+    if unpatched(metrics):  # plain verl: its sampler is refreshed every step, at its rollout temperature
+        plain = []
+        if not s.get("N"):
+            s["N"] = 1
+            plain.append("N=1, it refreshes its sampler every step")
+        if "Tb" not in s:
+            s["Tb"] = VERL_DEFAULT_TEMPERATURE
+            plain.append(
+                f"Tb={VERL_DEFAULT_TEMPERATURE}, verl's default actor_rollout_ref.rollout.temperature"
+                " (--Tb if it set another)"
+            )
+        if plain:
+            how = (
+                (how + "; " if how else "") + "plain verl (no staleness/* or sampler/* in its log): " + "; ".join(plain)
+            )
     missing = [f"{k}: {what}" for k, what in NEEDED.items() if s.get(k) in (None, "", 0)]
     s.setdefault("key", str(path))
     s.setdefault("seed", 0)
@@ -224,7 +281,9 @@ def analyze_report(
         p = Path(path)
         base, how = known_settings(p, settings)
         try:
-            metrics, status = load_any(path, steps=base.get("steps"), val_every=base.get("val_every"))
+            metrics, status = load_any(
+                path, steps=base.get("steps"), val_every=base.get("val_every"), required=("step",)
+            )
         except Exception as e:  # report and continue: the other logs are still worth reading
             msg = str(e) if isinstance(e, (FileNotFoundError, ValueError)) else f"{type(e).__name__}: {e}"
             blocks.append(f"== {path}\n   cannot read: {msg}")
@@ -245,6 +304,7 @@ def analyze_report(
         if not s.get("steps") and status is not None and status.complete:
             status = RunStatus(False, status.last_step, status.expected_steps, ["the run's length is unknown"])
         block = run_text(path, summarize_run(metrics, s, status), s, how)
+        block = "\n".join([block, *missing_lines(metrics)])
         if s.get("guard") and (logged := logged_schedule(metrics)):  # a guard run: its refreshes, replayable
             block += f"\n   its logged refreshes as an open-loop schedule: {schedule_line(logged)}"
         if guard is not None:
@@ -298,8 +358,10 @@ def _analyze(args: argparse.Namespace) -> int:
 def register(sub: argparse._SubParsersAction) -> None:
     a = sub.add_parser(
         "analyze",
-        help="degradation events, a Table-1 summary and which staleness diagnostic warns first, of logs, tables,"
-        " run directories or a study's results directory",
+        help="the paper's per-run numbers for logs, tables, run directories or a study's results directory;"
+        " prints per run its degradation events (peak, onset, severe, recovery), KL crossings and lead, and what"
+        " the log lacks with the verl setting that logs it; then a Table-1 summary and the lead table (which"
+        " staleness diagnostic warns first); exit 0 when every path was analysed",
     )
     a.add_argument("paths", nargs="+", help="train.jsonl, metrics.parquet/.csv, a run directory or a results directory")
     a.add_argument("--N", type=int, help="refresh interval for every path (default: run.yaml, the run key, the log)")

@@ -40,10 +40,17 @@ from coolsampler.results.claims import (
     write_report,
 )
 from coolsampler.spec.study import Run, parse_key
+from coolsampler.train.version import REPO
+
+# The paper's claims, found from this package's checkout wherever the command runs.
+DEFAULT_CLAIMS = REPO / "config" / "claims.yaml"
+UNLOGGED = "not in these logs"  # the reason results.claims gives a claim its runs' columns cannot measure
 
 
-def run_of(path: Path) -> Run:
-    """The run a log belongs to: run.yaml's key, else the path's last three parts as a key."""
+def run_of(path: Path, key: str | None = None) -> Run:
+    """The run a log belongs to: ``key`` if given, else run.yaml's key, else the path's last three parts."""
+    if key:
+        return parse_key(key)
     d = path if path.is_dir() else path.parent
     run_yaml = d / "run.yaml"
     if run_yaml.exists():
@@ -55,11 +62,15 @@ def run_of(path: Path) -> Run:
     try:
         return parse_key("/".join(parts[-3:]))
     except ValueError as e:
-        raise ValueError(f"{path}: no run.yaml and the path is not .../<model>/<task>/<settings>: {e}") from None
+        raise ValueError(
+            f"{path}: no run.yaml and the path is not .../<model>/<task>/<settings>: {e};"
+            " name the run with --key <model>/<task>/<settings> (`coolsampler runs` lists the paper's)"
+        ) from None
 
 
-def load_path(path: str | Path) -> RunData:
-    """A run's data from a run directory, a metrics table or a JSONL log."""
+def load_path(path: str | Path, key: str | None = None) -> RunData:
+    """A run's data from a run directory, a metrics table or a JSONL log (any verl log: the columns it
+    never logged stay NaN, and the claims that read them say so)."""
     from coolsampler.results.claims import load_run_data
 
     p = Path(path)
@@ -67,7 +78,7 @@ def load_path(path: str | Path) -> RunData:
         raise FileNotFoundError(f"no such file or directory: {path}")
     if p.is_file() and p.stat().st_size == 0:
         raise ValueError(f"empty file: {path}")
-    run = run_of(p)
+    run = run_of(p, key)
     d = p if p.is_dir() else p.parent
     if p.is_dir():
         p = d / "metrics.parquet" if (d / "metrics.parquet").exists() else d / "train.jsonl"
@@ -77,7 +88,7 @@ def load_path(path: str | Path) -> RunData:
         raise FileNotFoundError(f"{path}: no metrics.parquet or train.jsonl")
     from coolsampler.results.metrics import parse_jsonl
 
-    df, status = parse_jsonl(p, expected_steps=run.steps, val_every=run.val_every)
+    df, status = parse_jsonl(p, expected_steps=run.steps, val_every=run.val_every, required=("step",))
     return RunData(run, df, status)
 
 
@@ -87,14 +98,17 @@ def claims_text(
     probe: bool = False,
     show_all: bool = False,
     errors: list[str] | None = None,
+    key: str | None = None,
 ) -> tuple[str, Any]:
     """Evaluate the claims on the runs at ``paths``; the printable summary and the results. A path that
-    cannot be read is reported in the text and appended to ``errors`` (the CLI then exits 1)."""
+    cannot be read is reported in the text and appended to ``errors`` (the CLI then exits 1).
+    ``key``: the run key of the (one) path, for a log outside a run directory. Claims that the logs'
+    columns cannot measure are listed with the verl setting that would log what they lack."""
     data: dict[str, RunData] = {}
     lines = []
     for p in paths:
         try:
-            rd = load_path(p)
+            rd = load_path(p, key)
         except Exception as e:  # one bad path must not hide the others
             lines.append(f"{p}: cannot read: {type(e).__name__}: {e}")
             if errors is not None:
@@ -107,8 +121,9 @@ def claims_text(
     lines.append(f"{len(runs)} runs; " + ("probe (filters relaxed to the mechanism settings); " if probe else ""))
     lines[-1] += summary_text(results).strip()
     n = counts(results)
+    unmeasured = [r for r in results if r.verdict == "not run" and r.reason.startswith(UNLOGGED)]
     for r in results:
-        if r.verdict == "not run" and not show_all:
+        if r.verdict == "not run" and not show_all and not r.reason.startswith(UNLOGGED):
             continue
         c = r.claim
         ours = fmt(r.value) if r.verdict != "not run" else "–"
@@ -116,15 +131,25 @@ def claims_text(
             f"  {r.verdict:<10} {c['id']:<32} paper {paper_text(c)}  ours {ours}"
             + (f"  ({r.reason})" if r.reason else "")
         )
-    if n["not run"] and not show_all:
-        lines.append(f"  ({n['not run']} claims not run: their runs are not among these logs; --all lists them)")
+    if n["not run"] > len(unmeasured) and not show_all:
+        lines.append(
+            f"  ({n['not run'] - len(unmeasured)} claims not run: their runs are not among these logs;"
+            " --all lists them)"
+        )
     return "\n".join(lines) + "\n", (results, staleness_budget(runs, data))
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    c = subparsers.add_parser("claims", help="the paper's claims checked on run directories or logs")
+    c = subparsers.add_parser(
+        "claims",
+        help="the paper's claims checked on run directories or logs; prints a verdict per claim (paper value,"
+        " ours) and, for claims a log cannot measure, the verl setting that would log what is missing",
+    )
     c.add_argument("paths", nargs="+", help="run directories, metrics.parquet or train.jsonl files")
-    c.add_argument("--claims", default="config/claims.yaml", help="claims file (default: %(default)s)")
+    c.add_argument(
+        "--claims", default=str(DEFAULT_CLAIMS), help="claims file (default: the checkout's config/claims.yaml)"
+    )
+    c.add_argument("--key", help="the run key of a single log outside a run directory, e.g. from `coolsampler runs`")
     c.add_argument("--probe", action="store_true", help="relax filters to the mechanism settings (toy runs)")
     c.add_argument("--all", action="store_true", help="list the claims that are not run too")
     c.add_argument("--out", help="write claims.md, claims.csv and staleness_budget.md|csv into this directory")
@@ -138,7 +163,10 @@ def main(args: argparse.Namespace) -> int:
         print(f"coolsampler claims: {e}", file=sys.stderr)
         return 2
     errors: list[str] = []
-    text, (results, budget) = claims_text(claims, args.paths, args.probe, args.all, errors)
+    if args.key and len(args.paths) > 1:
+        print("coolsampler claims: --key names the run of one path; give one path", file=sys.stderr)
+        return 2
+    text, (results, budget) = claims_text(claims, args.paths, args.probe, args.all, errors, args.key)
     sys.stdout.write(text)
     for err in errors:
         print(f"coolsampler claims: {err}", file=sys.stderr)

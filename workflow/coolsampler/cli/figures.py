@@ -80,15 +80,54 @@ def snakemake_args(results: Path, study: Path, *, cores: int, dry_run: bool) -> 
     return args
 
 
+def unlogged(results: Path) -> dict[str, set[str]]:
+    """Run key -> the metrics columns its ``train.jsonl`` never logged, for every run under ``results``
+    that has one (any verl log, read as ``coolsampler parse`` reads it)."""
+    from coolsampler.results.metrics import MetricsError, parse_jsonl
+    from coolsampler.spec.metrics_schema import absent_columns
+
+    out = {}
+    for log in sorted(results.glob("runs/*/*/*/train.jsonl")):
+        try:
+            df, _ = parse_jsonl(log, required=("step",))
+        except (MetricsError, OSError):
+            continue  # rule parse reports it
+        out["/".join(log.parent.parts[-3:])] = set(absent_columns(df))
+    return out
+
+
+def missing_lines(results: Path, targets: list[str]) -> list[str]:
+    """Per figure or table of ``targets``: the columns it draws that none of the runs logged, and the verl
+    setting that logs each (``Target.reads``, ``metrics_schema.PROVIDED_BY``). Empty when nothing lacks."""
+    from coolsampler.spec.metrics_schema import missing_text
+    from coolsampler.spec.targets import TARGETS
+
+    absent = list(unlogged(results).values())
+    if not absent:
+        return []
+    out = []
+    for name in targets:
+        lack = [c for c in TARGETS[name].reads if all(c in a for a in absent)] if name in TARGETS else []
+        if lack:
+            out.append(
+                f"{name}: drawn without {', '.join(lack)} (not in any run's log); " + "; ".join(missing_text(lack))
+            )
+    return out
+
+
 def figures(
     results: str | Path, study: str | Path | None = None, *, cores: int = 1, dry_run: bool = False, report: bool = True
 ) -> int:
     """Draw ``all`` (every figure and table of the study, each run's curves.png and diagnostics.png, the
-    lead table) and ``claims.md``, then the HTML report."""
+    lead table) and ``claims.md``, then the HTML report. First says, per figure and table, what the runs'
+    logs lack (``missing_lines``)."""
     results = Path(results)
     if not (results / "runs").is_dir():
         raise FileNotFoundError(f"{results}: no runs/ directory (a study's results: runs/<model>/<task>/<settings>/)")
     study_path = Path(study) if study else find_study(results)
+    wanted = list((yaml.safe_load(study_path.read_text()) or {}).get("figures") or {})
+    for line in missing_lines(results, wanted):
+        print(f"coolsampler figures: {line}", flush=True)
     base = snakemake_args(results, study_path, cores=cores, dry_run=dry_run)
     out = results.resolve()
     rc = subprocess.run([*base, "all", str(out / "claims.md")], check=False).returncode
@@ -104,7 +143,8 @@ def _figures(args: argparse.Namespace) -> int:
 def register(sub: argparse._SubParsersAction) -> None:
     f = sub.add_parser(
         "figures",
-        help="draw every figure, table, the claims and the report from existing run directories (never trains)",
+        help="draw every figure, table, the claims and the report from existing run directories (never trains);"
+        " prints Snakemake's progress and the runs that are missing, which are drawn as missing",
     )
     f.add_argument("results", help="a study's results directory (holding runs/), e.g. results/smoke")
     f.add_argument("--study", help="the study config (default: the config/*.yaml named in the runs' run.yaml)")

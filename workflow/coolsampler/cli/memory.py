@@ -21,16 +21,28 @@ import json
 import sys
 from pathlib import Path
 
-from coolsampler.spec.study import StudyError
+from coolsampler.spec.study import StudyError, load_study
 from coolsampler.train import processes
 from coolsampler.train.launch import proc_table
-from coolsampler.train.memory import assumptions, fit, fit_lines, markdown_table, process_table, study_settings
-from coolsampler.train.overrides import training_study
+from coolsampler.train.memory import (
+    assumptions,
+    fit,
+    fit_lines,
+    markdown_table,
+    on_gpus,
+    process_table,
+    study_settings,
+)
+from coolsampler.train.overrides import check_extra_overrides
 from coolsampler.train.platform import get_platform
 from coolsampler.train.version import REPO
 
 DEFAULT_PROFILE = REPO / "profiles" / "slurm" / "config.v8+.yaml"
 DEFAULT_STUDY = REPO / "config" / "paper.yaml"
+OVERLAY_HELP = (
+    "a file merged over the study as snakemake merges a second --configfile (repeatable), e.g."
+    " config/hardware/80gb.yaml: your own GPUs and what makes the runs fit them"
+)
 
 
 def _find_session() -> int:
@@ -77,12 +89,12 @@ def _memory(args: argparse.Namespace) -> int:
     if args.measure:
         return _measure(args)
     try:
-        study = training_study(args.study)
+        study = load_study(args.study, overlays=args.overlay or (), check_overrides=check_extra_overrides)
     except (OSError, StudyError) as err:
         print(f"coolsampler memory: {err}", file=sys.stderr)
         return 2
     platform = get_platform("gpu").for_study(study.raw)
-    settings = study_settings(study, platform)
+    settings = on_gpus(study_settings(study, platform), args.gpu_memory_gib)
     if not settings:
         print(f"coolsampler memory: study {study.name} has no run of a model memory.py knows the shape of")
         return 0
@@ -96,9 +108,20 @@ def _memory(args: argparse.Namespace) -> int:
 
 def register(sub: argparse._SubParsersAction) -> None:
     m = sub.add_parser(
-        "memory", help="a study's host and GPU memory budget on its machines (Markdown); --measure a run"
+        "memory",
+        help="a study's host and GPU memory budget on its machines; prints a Markdown table per model and task"
+        " (GPU memory per phase, host memory at the save peak), one 'fits'/'DOES NOT FIT' line per run with"
+        " the setting that makes it fit, the processes a run starts and the assumptions; exit 1 if a run does"
+        " not fit. --measure: a running verl session's PSS per process kind, as JSON",
     )
     m.add_argument("--study", default=str(DEFAULT_STUDY), help="the study whose runs and machines to check")
+    m.add_argument("--overlay", action="append", metavar="FILE", help=OVERLAY_HELP)
+    m.add_argument(
+        "--gpu-memory-gib",
+        type=float,
+        help="check on your own GPUs of this size (nvidia-smi memory.total / 1024, e.g. 79.6 for an 80 GB"
+        " card) instead of the study's declared ones",
+    )
     m.add_argument("--profile", default=str(DEFAULT_PROFILE), help="SLURM profile to check against")
     m.add_argument(
         "--measure",

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from coolsampler.cli.analyze import known_settings
 from coolsampler.results.metrics import parse_jsonl
+from coolsampler.spec.metrics_schema import absent_columns, missing_text
 
 OUT_FORMATS = {".parquet": "parquet", ".csv": "csv"}  # parse --out: the format is the file's suffix
 
@@ -30,7 +31,8 @@ def _parse(args: argparse.Namespace) -> int:
     known, _how = known_settings(path, None)
     steps = args.steps or known.get("steps")
     val_every = args.val_every or known.get("val_every")
-    df, status = parse_jsonl(path, expected_steps=steps, val_every=val_every)
+    # any verl log: what it never logged stays NaN and is named below (rule parse requires the pipeline's)
+    df, status = parse_jsonl(path, expected_steps=steps, val_every=val_every, required=("step",))
     if args.out:
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
         if fmt == "csv":
@@ -56,13 +58,22 @@ def _parse(args: argparse.Namespace) -> int:
         print("complete")
     else:
         print("whole as far as the log shows; completeness unknown: give --steps (or keep run.yaml beside the log)")
+    absent = absent_columns(df)
+    if absent:
+        print("not in the log (column: the verl setting that logs it):")
+        print("\n".join(f"  {line}" for line in missing_text(absent)))
     if args.out:
         print(f"wrote {args.out} ({fmt})")
     return 0
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("parse", help="parse one verl JSONL log")
+    p = sub.add_parser(
+        "parse",
+        help="parse one verl JSONL log (any verl 0.9.1 file-logger log); prints its steps, validation points,"
+        " whether it is complete and the metrics it lacks with the verl setting that logs each; --out writes"
+        " the metrics table",
+    )
     p.add_argument("path")
     p.add_argument("--out", help="write the metrics table here: .parquet or .csv (by the suffix)")
     p.add_argument("--steps", type=int, help="expected steps (default: run.yaml beside the log)")

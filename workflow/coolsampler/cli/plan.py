@@ -19,7 +19,9 @@ Per (model, task) of the study, from the best source there is, each named in the
   / the platform's threads per run), longest-first; queueing time on a cluster is not included.
 
 Done runs (``run.yaml`` + ``train.jsonl``, as ``coolsampler.cli.status``) are marked and left out of the
-remaining cost. Light: no verl, vLLM or torch.
+remaining cost. ``--run KEY`` plans those runs of the study alone (one arm on one GPU box) and prints the
+Snakemake command that trains them beside their cost; ``--overlay FILE`` and ``--gpu-memory-gib`` check
+the memory on one's own GPUs (``coolsampler memory``). Light: no verl, vLLM or torch.
 """
 
 from __future__ import annotations
@@ -28,16 +30,18 @@ import argparse
 import csv
 import heapq
 import statistics
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from coolsampler.cli.memory import OVERLAY_HELP
 from coolsampler.cli.status import hmm, read_records, refresh_lines, step_times
 from coolsampler.spec.settings import step_seconds
-from coolsampler.spec.study import Run, Study
-from coolsampler.train.overrides import training_study
+from coolsampler.spec.study import Run, Study, StudyError, load_study
+from coolsampler.train.overrides import check_extra_overrides
 from coolsampler.train.paths import SMOKE_STUDY, Layout
 from coolsampler.train.platform import Platform, get_platform
 from coolsampler.train.version import REPO
@@ -136,19 +140,35 @@ def default_parallel(profile: str, platform: Platform) -> tuple[int, str]:
     return max(1, gpus // platform.gpus_per_run), f"profiles/gpu-box gpu={gpus}, {platform.gpus_per_run} a run"
 
 
+def profile_runtime(profile: str) -> int | None:
+    """The training time limit a profile sets (``set-resources: train: runtime:``, the SLURM profile's EDIT
+    line), which the watchdog's timeout follows (``Platform.with_runtime``); None: the platform's."""
+    path = REPO / "profiles" / PROFILE_FILE.get(profile, "-") / "config.v8+.yaml"
+    if not path.exists():
+        return None
+    cfg = yaml.safe_load(path.read_text()) or {}
+    runtime = ((cfg.get("set-resources") or {}).get("train") or {}).get("runtime")
+    return int(runtime) if runtime is not None else None
+
+
 def make_plan(
     study: Study,
     *,
     profile: str | None = None,
     results: str | Path | None = None,
     parallel: int | None = None,
+    keys: Sequence[str] = (),
+    gpu_memory_gib: float | None = None,
 ) -> Plan:
     """The plan of ``study`` on ``profile`` (default: gpu for a gpu study, else cpu), its results read
-    from ``results`` (default: the study's)."""
+    from ``results`` (default: the study's); ``keys``: only these runs of it; ``gpu_memory_gib``: the
+    memory checked on GPUs of that size (``coolsampler.train.memory.on_gpus``)."""
+    if keys:
+        study = only_runs(study, keys)
     profile = profile or ("cpu" if study.raw.get("profile", "cpu") == "cpu" else "gpu")
     if profile not in PROFILES:
         raise ValueError(f"profile {profile!r}: allowed {', '.join(PROFILES)}")
-    platform = get_platform(PROFILE_PLATFORM[profile]).for_study(study.raw)
+    platform = get_platform(PROFILE_PLATFORM[profile]).for_study(study.raw).with_runtime(profile_runtime(profile))
     layout = Layout.from_config(study.raw, results if results is not None else study.results)
     by_group: dict[tuple[str, str], list[Run]] = {}
     for r in study.runs:
@@ -172,10 +192,59 @@ def make_plan(
     par, why = (parallel, "--parallel") if parallel else default_parallel(profile, platform)
     memory = []
     if platform.name == "gpu":  # memory.py models the gpu platform's run on the study's machines
-        from coolsampler.train.memory import study_settings
+        from coolsampler.train.memory import on_gpus, study_settings
 
-        memory = study_settings(study, platform)
+        memory = on_gpus(study_settings(study, platform), gpu_memory_gib)
     return Plan(study.name, profile, platform, par, why, groups, memory)
+
+
+def only_runs(study: Study, keys: Sequence[str]) -> Study:
+    """``study`` with only the runs ``keys`` (in the given order); a key it does not list is a StudyError
+    naming runs of that model and task."""
+    by_key = study.by_key()
+    for key in keys:
+        if key not in by_key:
+            near = [k for k in by_key if k.split("/")[:2] == key.split("/")[:2]][:3]
+            hint = f"; runs of that model/task: {', '.join(near)}" if near else "; `coolsampler runs` lists them"
+            raise StudyError(f"run {key} is not in study {study.name}{hint}")
+    return replace(study, runs=[by_key[k] for k in dict.fromkeys(keys)])
+
+
+def one_line(plan: Plan) -> str:
+    """The cost in one line, to stand beside the command that incurs it: runs, GPU-hours, wall time,
+    disk and whether each run's memory fits the GPUs checked."""
+    s = summary(plan)
+    gpus = plan.platform.gpus_per_run
+    cost = (
+        "cost unknown (no step time: train one run, then plan again)"
+        if len(s["unknown"]) == s["runs"]
+        else f"{_h(s['gpu_hours_todo'] if gpus else s['hours_todo'])} {'GPU-hours' if gpus else 'hours'}, "
+        f"{hmm(s['wall_todo'] * 3600)} wall (h:mm)"
+    )
+    disk = "disk unknown" if s["disk_unknown"] == s["runs"] else f"{_gib(s['disk'])} disk"
+    if s["disk_unknown"] < s["runs"] and s["disk_peak"] > s["disk"]:
+        disk += f" ({_gib(s['disk_peak'])} during a save)"
+    parts = [f"{s['runs'] - s['done']} run(s) to train", cost, disk]
+    if plan.memory:
+        from coolsampler.train.memory import GIB, fit
+
+        profile = REPO / "profiles" / "slurm" / "config.v8+.yaml"
+        fits = [fit(m, profile, plan.platform) for m in plan.memory]
+        sizes = "/".join(sorted({f"{m.gpu_bytes / GIB:g}" for m in plan.memory}))
+        parts.append(
+            f"memory fits {gpus} x {sizes} GiB GPUs"
+            if all(f.fits for f in fits)
+            else f"memory DOES NOT FIT {gpus} x {sizes} GiB GPUs (see above)"
+        )
+    return "plan: " + ", ".join(parts)
+
+
+def command(plan: Plan, study_files: Sequence[str], targets: Sequence[str]) -> str:
+    """The Snakemake command that makes ``targets`` of the plan's study on its profile (from the checkout,
+    where Snakemake finds the Snakefile and the profiles)."""
+    where = f"--profile profiles/{PROFILE_FILE[plan.profile]}" if plan.profile in PROFILE_FILE else "--cores 2"
+    cd = "" if Path.cwd().resolve() == REPO.resolve() else f"cd {REPO} && "
+    return f"{cd}snakemake {where} {' '.join(targets)} --configfile {' '.join(study_files)}"
 
 
 def _group(model: str, task: str, runs: list[Run], done: list[str], m: Measured, platform: Platform) -> Group:
@@ -362,15 +431,41 @@ __all__ = ["PROFILES", "Plan", "default_parallel", "is_done", "make_plan", "summ
 
 
 def _plan(args: argparse.Namespace) -> int:
-    study = training_study(args.study)
-    plan = make_plan(study, profile=args.profile, results=args.results, parallel=args.parallel)
-    print(text(plan, list_runs=args.runs), end="")
+    study = load_study(args.study, overlays=args.overlay or (), check_overrides=check_extra_overrides)
+    keys = args.run or ()
+    plan = make_plan(
+        study,
+        profile=args.profile,
+        results=args.results,
+        parallel=args.parallel,
+        keys=keys,
+        gpu_memory_gib=args.gpu_memory_gib,
+    )
+    print(text(plan, list_runs=args.runs or bool(keys)), end="")
+    if keys:
+        layout = Layout.from_config(study.raw, args.results if args.results is not None else study.results)
+        targets = [f"{layout.run_dir(k)}/metrics.parquet" for k in keys]
+        print(one_line(plan))
+        print(f"command: {command(plan, [args.study, *(args.overlay or ())], targets)}")
     return 0
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("plan", help="runs, GPU-hours, wall time and disk of a study before submitting it")
+    p = sub.add_parser(
+        "plan",
+        help="what a study (or --run: one of its runs) costs before submitting it; prints a table per model"
+        " and task (steps, s/step and where that comes from, hours and GPU-hours, disk), the totals (runs,"
+        " GPU-hours, wall time, disk), whether a run fits the GPUs and host memory, and with --run the"
+        " snakemake command that trains it",
+    )
     p.add_argument("--study", default=SMOKE_STUDY, help="study config (default: %(default)s)")
+    p.add_argument(
+        "--run", action="append", metavar="KEY", help="plan only this run of the study (repeatable; `coolsampler runs`)"
+    )
+    p.add_argument("--overlay", action="append", metavar="FILE", help=OVERLAY_HELP)
+    p.add_argument(
+        "--gpu-memory-gib", type=float, help="check the memory on GPUs of this size (GiB) instead of the study's"
+    )
     p.add_argument("--profile", choices=PROFILES, help="where it runs (default: gpu for a gpu study, else cpu)")
     p.add_argument("--results", help="results directory with finished runs (default: the study's results:)")
     p.add_argument("--parallel", type=int, help="runs training at once (default: from the profile)")

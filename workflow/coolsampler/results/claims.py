@@ -43,7 +43,7 @@ import yaml
 
 from coolsampler.results import analysis as A
 from coolsampler.results import diagnostics as D
-from coolsampler.spec.metrics_schema import RunStatus
+from coolsampler.spec.metrics_schema import RunStatus, absent_columns, missing_text
 from coolsampler.spec.study import Run, Temperature, matches
 
 VERDICTS = ("reproduced", "differs", "not run", "incomplete", "reported")
@@ -292,6 +292,41 @@ QUANTITIES: dict[str, Callable[..., Any]] = {
     "cycle_reading": m_cycle_reading,
     "cycle_change": m_cycle_change,
 }
+
+
+# The metrics columns each quantity reads (its ``col``/``diagnostic``/``reading`` argument adds its own):
+# a claim whose runs never logged one of them cannot be measured, and says which verl setting logs it.
+_VAL = ("val_acc",)
+QUANTITY_COLUMNS: dict[str, tuple[str, ...]] = {
+    **{q: _VAL for q in ("final", "peak", "val_first", "val_at", "max_val", "val_curve", "first_at_least")},
+    **{q: _VAL for q in ("onset", "severe", "kind", "recovered_at", "back_at", "last5", "whole")},
+    **{q: ("kl",) for q in ("kl_cross", "kl_max", "kl_at", "kl_fixed")},
+    "kl_to_init": ("kl_to_init",),
+    "lead": ("val_acc", "kl"),
+    "diag_lead": _VAL,
+    "staleness_at_onset": _VAL,
+}
+_READING_COLUMN = {"kl": "kl", "entropy_start": "entropy", "clip": "clip_frac", "clip_cycle": "clip_frac"}
+
+
+def quantity_columns(q: Mapping[str, Any]) -> list[str]:
+    """The metrics columns claim quantity ``q`` (its ``fn`` and ``args``) reads."""
+    args = q.get("args") or {}
+    cols = list(QUANTITY_COLUMNS.get(q["fn"], ()))
+    if "col" in args:
+        cols.append(args["col"])
+    if q["fn"] == "diag_lead":
+        cols.append(D.diagnostic(args.get("diagnostic", "kl")).column)
+    if "reading" in args and args["reading"] in _READING_COLUMN:
+        cols.append(_READING_COLUMN[args["reading"]])
+    return cols
+
+
+def unlogged(q: Mapping[str, Any], rds: Sequence[RunData]) -> list[str]:
+    """The columns ``q`` reads that none of ``rds`` ever logged (``metrics_schema.absent_columns``)."""
+    cols = quantity_columns(q)
+    absent = [set(absent_columns(rd.metrics)) for rd in rds if rd.metrics is not None]
+    return [c for c in cols if absent and all(c in a for a in absent)]
 
 
 # --------------------------------------------------------------------------------------------------
@@ -612,6 +647,10 @@ def evaluate_claim(claims: Claims, c: Mapping[str, Any], data: Mapping[str, RunD
     absent = [r.key for r in mine + theirs if r.key not in data or data[r.key].metrics is None]
     if absent:
         res.reason = f"no logs yet for {len(absent)} of {len(mine) + len(theirs)} runs"
+        return res
+    lack = unlogged(q, [data[r.key] for r in mine + theirs])
+    if lack:
+        res.reason = "not in these logs: " + "; ".join(missing_text(lack))
         return res
     fn = QUANTITIES[q["fn"]]
     args = q.get("args") or {}

@@ -21,7 +21,16 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from coolsampler.spec.metrics_schema import ABSENT, COLUMNS, DIAGNOSTIC_COLUMNS, LOG1P_OF, REQUIRED, RunStatus, pick
+from coolsampler.spec.metrics_schema import (
+    ABSENT,
+    COLUMNS,
+    DIAGNOSTIC_COLUMNS,
+    LOG1P_OF,
+    PROVIDED_BY,
+    REQUIRED,
+    RunStatus,
+    pick,
+)
 
 
 class MetricsError(ValueError):
@@ -102,6 +111,7 @@ def parse_jsonl(
     val_every: int | None = None,
     run: str | None = None,
     max_response_length: int | None = None,
+    required: tuple[str, ...] = REQUIRED,
 ) -> tuple[pd.DataFrame, RunStatus]:
     """Parse one run's verl JSONL. ``expected_steps``/``val_every`` let the status say what is missing.
 
@@ -112,6 +122,10 @@ def parse_jsonl(
     (``length_clip_fraction``). None: read from ``run.yaml`` beside the log (``recipe``), as the
     training job writes it; if that is absent too, ``clip_frac`` is NaN rather than verl's
     batch-width fraction.
+
+    ``required``: the columns whose absence from every step is an error. The pipeline's own logs must
+    carry all of ``REQUIRED``; a user's own verl log is read with ``("step",)`` and its never-logged
+    columns stay NaN (``metrics_schema.absent_columns`` names them, ``PROVIDED_BY`` says what logs them).
     """
     run = run or str(path)
     by_step, problems = read_jsonl(path)
@@ -139,10 +153,11 @@ def parse_jsonl(
     df = pd.DataFrame(rows)
     n_train = int((df.step > 0).sum())
     if n_train:
-        for col in REQUIRED:
+        for col in required:
             if col != "step" and len(absent.get(col, [])) == n_train:
                 raise MetricsError(
-                    f"{run}: required metric {col!r} ({' or '.join(COLUMNS[col][2])}) is missing from the log"
+                    f"{run}: required metric {col!r} ({' or '.join(COLUMNS[col][2])}) is missing from the log;"
+                    f" verl logs it with {PROVIDED_BY[col]}"
                 )
     else:
         problems.append("no training step logged (the run died before step 1)")

@@ -13,6 +13,7 @@ Imports nothing of the package and no heavy stack.
 from __future__ import annotations
 
 import fnmatch
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -197,6 +198,72 @@ def pick(data: dict[str, Any], column: str | tuple[str, ...]) -> Any:
 
 
 REQUIRED = ("step", "kl", "entropy", "reward", "grad_norm", "kl_to_init")
+
+# What makes verl log each column: a log that lacks a column is told which setting (or which part of
+# this project's patched verl) would have provided it, so a user's own log can be made analysable.
+# Settings are Hydra overrides of verl 0.9.1's ppo_trainer config; "patched verl" keys come only from
+# this project's patches (the staleness gate, the sampler temperature, mu-GRPO).
+_ROLLOUT_CORR = "algorithm.rollout_correction.rollout_is=token (verl logs rollout_corr/*)"
+_LOG_PROBS = "actor_rollout_ref.rollout.calculate_log_probs=True (verl's default; training/rollout_probs_diff_*)"
+# How the training stack (torch, this project's patched verl, vLLM) is installed: named by every message
+# about a missing stack or a key only the patched verl logs.
+INSTALL_TRAINING_STACK = "bash workflow/tools/setup_env.sh (or the project's image: docs/paper-study.md)"
+_PATCHED = (
+    "coolsampler's patched verl (" + INSTALL_TRAINING_STACK.split(" (")[0] + "; unpatched verl never logs {keys})"
+)
+PROVIDED_BY: dict[str, str] = {
+    "step": "trainer.logger=[console,file] (verl's file logger writes the JSONL; VERL_FILE_LOGGER_PATH names it)",
+    "sampler_version": _PATCHED.format(keys="staleness/*"),
+    "staleness": _PATCHED.format(keys="staleness/*"),
+    "refreshed": _PATCHED.format(keys="staleness/*"),
+    "val_acc": "trainer.test_freq=K and trainer.val_before_train=True (verl logs val-core/*)",
+    "kl": _ROLLOUT_CORR,
+    "k3_kl": _ROLLOUT_CORR,
+    "entropy": "verl's default (actor/entropy from the old-log-prob pass)",
+    "clip_frac": "verl's default (response_length/clip_ratio) and the run's max response length (run.yaml)",
+    "response_length_max": "verl's default (response_length/max)",
+    "reward": "verl's default (critic/score/mean)",
+    "grad_norm": "verl's default (actor/grad_norm)",
+    "is_cap_frac": _ROLLOUT_CORR,
+    "kl_to_init": "actor_rollout_ref.actor.use_kl_loss=True (verl logs actor/kl_loss)",
+    "veto_frac": _PATCHED.format(keys="actor/mu_grpo/*") + ", correction mu-grpo only",
+    "ratio_clip_frac": _PATCHED.format(keys="actor/mu_grpo/*") + ", correction mu-grpo only",
+    "temperature": _PATCHED.format(keys="sampler/temperature"),
+    "temperature_min": _PATCHED.format(keys="sampler/temperature"),
+    "temperature_max": _PATCHED.format(keys="sampler/temperature"),
+    "chi2_token": _ROLLOUT_CORR,
+    "chi2_seq": _ROLLOUT_CORR,
+    "rkl_bound_token": _ROLLOUT_CORR + ", computed from rollout_corr/chi2_token",
+    "rkl_bound_seq": _ROLLOUT_CORR + ", computed from rollout_corr/chi2_seq",
+    "is_ess": _ROLLOUT_CORR,
+    "is_mean": _ROLLOUT_CORR,
+    "is_std": _ROLLOUT_CORR,
+    "is_max": _ROLLOUT_CORR,
+    "is_min": _ROLLOUT_CORR,
+    "is_low_frac": _ROLLOUT_CORR,
+    "log_ppl_diff": _ROLLOUT_CORR,
+    "log_ppl_abs_diff": _ROLLOUT_CORR,
+    "log_ppl_diff_max": _ROLLOUT_CORR,
+    "log_ppl_diff_min": _ROLLOUT_CORR,
+    "probs_diff_max": _LOG_PROBS,
+    "probs_diff_mean": _LOG_PROBS,
+    "probs_diff_std": _LOG_PROBS,
+}
+
+
+def absent_columns(df: Any) -> list[str]:
+    """The table's columns with no value at any training step: what the log never had (in COLUMNS order).
+    ``df``: a metrics table (a pandas DataFrame; not imported here, the schema stays import-free)."""
+    steps = df["step"] > 0 if "step" in df else slice(None)
+    return [c for c in COLUMNS if c != "step" and (c not in df or not df.loc[steps, c].notna().any())]
+
+
+def missing_text(columns: Iterable[str]) -> list[str]:
+    """One line per verl setting that would provide ``columns``: "setting: column, column"."""
+    by: dict[str, list[str]] = {}
+    for col in columns:
+        by.setdefault(PROVIDED_BY.get(col, "unknown"), []).append(col)
+    return [f"{', '.join(cols)}: {how}" for how, cols in by.items()]
 
 
 # The learner-sampler KL estimators a figure may draw (its ``kl`` option) -> the column that holds each.

@@ -33,7 +33,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -358,16 +358,37 @@ def refresh_schedule(N: Any) -> tuple[int, ...] | None:
 OverrideCheck = Callable[[Run], None]
 
 
+def merged(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
+    """``over`` merged into ``base`` key by key, mappings recursively: what Snakemake makes of two
+    ``--configfile`` options (``snakemake.utils.update_config``), so a small override file (one's own
+    GPUs: config/hardware/) means the same to ``coolsampler`` as to the pipeline."""
+    out = dict(base)
+    for k, v in over.items():
+        out[k] = merged(out[k], v) if isinstance(v, Mapping) and isinstance(out.get(k), Mapping) else v
+    return out
+
+
 def load_study(
-    path: str | Path, *, results: str | Path | None = None, check_overrides: OverrideCheck | None = None
+    path: str | Path,
+    *,
+    results: str | Path | None = None,
+    check_overrides: OverrideCheck | None = None,
+    overlays: Sequence[str | Path] = (),
 ) -> Study:
-    """Read, validate and expand a study config. Raises StudyError (one line) on any bad value."""
-    path = Path(path)
-    try:
-        raw = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as e:
-        raise StudyError(f"{path}: not valid YAML: {e}".replace("\n", " ")) from e
-    return study_from_dict(raw, origin=str(path), results=results, check_overrides=check_overrides)
+    """Read, validate and expand a study config, with ``overlays`` merged over it in order (``merged``).
+    Raises StudyError (one line) on any bad value."""
+    raw: Any = {}
+    for i, p in enumerate([path, *overlays]):
+        p = Path(p)
+        try:
+            doc = yaml.safe_load(p.read_text())
+        except yaml.YAMLError as e:
+            raise StudyError(f"{p}: not valid YAML: {e}".replace("\n", " ")) from e
+        if i and not isinstance(doc, Mapping):
+            raise StudyError(f"{p}: an override file is a mapping of study keys (e.g. hardware:, models:)")
+        raw = doc if i == 0 else merged(raw, doc)
+    origin = " + ".join(str(p) for p in [path, *overlays])
+    return study_from_dict(raw, origin=origin, results=results, check_overrides=check_overrides)
 
 
 def study_from_dict(

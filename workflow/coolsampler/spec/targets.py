@@ -48,6 +48,9 @@ class Target:
     title: str = ""  # the paper's title of the figure/table
     draws: str = ""  # what it draws, for a reader (docs page, report caption)
     panel_help: Mapping[str, str] = field(default_factory=dict)  # panel -> what its filter should select
+    # the metrics columns it draws from: a log that never logged one is told which verl setting logs it
+    # (coolsampler figures; metrics_schema.PROVIDED_BY)
+    reads: tuple[str, ...] = ("val_acc",)
 
     @property
     def suffixes(self) -> tuple[str, ...]:
@@ -70,6 +73,7 @@ TARGETS: dict[str, Target] = {
             "fig1", "coolsampler.paper.figures:fig1", "figure", ("a", "b"), _KL,
             title="Figure 1: finite safe staleness; cooling extends it",
             draws=f"(a) {_ACC}; (b) {_KL_AXIS}.",
+            reads=("val_acc", "kl"),
             panel_help={
                 "a": "the runs to compare at one refresh interval (paper: 1.5B GSM8K N=192 TIS, Tb 1.0/0.8/0.9, "
                 "seeds, the tied learner)",
@@ -83,6 +87,7 @@ TARGETS: dict[str, Target] = {
             "where N=96, N where N <= 60), one dot per seed, the seed mean as a bar and the ratio Tb 1.0 / Tb 0.8 "
             "at the right; (b) the first step with KL > 0.1 nat, hollow where not reached before the refresh. "
             "Only fixed Tb 1.0 and 0.8, no replicates, one learning rate per row; other runs are named in the note.",
+            reads=("kl",),
             panel_help={"a": "every run to compare: TIS, fixed Tb 1.0 and 0.8, every model/task/N row"},
         ),
         Target(
@@ -96,6 +101,7 @@ TARGETS: dict[str, Target] = {
             title="Figure 4: lower learning rate, mu-GRPO and cooling",
             draws=f"(a) {_ACC}; (b) {_KL_AXIS}; (c) mu-GRPO's logged veto (responses) and ratio-clip (tokens) "
             "fractions.",
+            reads=("val_acc", "kl"),
             panel_help={
                 "a": "1.5B GSM8K N=192 seeds 43/44: TIS Tb 1 at three learning rates, cooled TIS, mu-GRPO Tb 1.0 "
                 "and 0.8"
@@ -137,16 +143,20 @@ TARGETS: dict[str, Target] = {
             draws="six diagnostics of the same runs: validation accuracy, learner-sampler KL (log, 1 nat "
             "labelled), learner entropy, responses at the length limit, training reward, gradient norm (log); "
             "the cut replicate dash-dotted with hollow markers.",
+            reads=("val_acc", "kl", "entropy", "clip_frac", "reward", "grad_norm"),
             panel_help={"a": "every 7B run at N=144, the cut replicate included"},
         ),
         Target("table1", "coolsampler.paper.tables:table1", "table", ("rows",), title="Table 1",
                panel_help={"rows": "the arms to compare (paper: 1.5B GSM8K seeds 43/44, TIS Tb 1.0/0.8 at "
                                    "N=96/192, TIS Tb 1 at lower learning rates)"}),
         Target("table2", "coolsampler.paper.tables:table2", "table", ("rows",), title="Table 2",
+               reads=("val_acc", "kl", "kl_to_init"),
                panel_help={"rows": "every run: which of them degrade is read from the data"}),
         Target("table3", "coolsampler.paper.tables:table3", "table", ("rows",), title="Table 3",
+               reads=("kl", "entropy", "clip_frac"),
                panel_help={"rows": "the runs of the cycle-aligned readings (7B N=144; 1.5B N=192 Tb 0.8)"}),
         Target("table4", "coolsampler.paper.tables:table4", "table", ("rows",), title="Table 4",
+               reads=("val_acc", "kl"),
                panel_help={"rows": "every run of the study"}),
         # claims / report targets: added by the claims module (see the module docstring)
     )

@@ -266,6 +266,18 @@ def study_settings(study: Study, platform: Platform | None = None) -> list[Setti
     return list(out.values())
 
 
+def on_gpus(settings: list[Setting], gpu_memory_gib: float | None) -> list[Setting]:
+    """``settings`` on GPUs of ``gpu_memory_gib`` GiB each, over every model's declared size: the card one
+    has (``coolsampler memory|plan --gpu-memory-gib``), checked without editing the study. None: as declared."""
+    if gpu_memory_gib is None:
+        return settings
+    if gpu_memory_gib <= 0:
+        raise ValueError(
+            f"--gpu-memory-gib {gpu_memory_gib}: a GPU's memory in GiB, > 0 (nvidia-smi memory.total / 1024)"
+        )
+    return [replace(s, gpu_bytes=int(gpu_memory_gib * GIB)) for s in settings]
+
+
 # --------------------------------------------------------------------------------------------------
 # Host
 

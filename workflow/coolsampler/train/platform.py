@@ -178,6 +178,18 @@ class Platform:
             host_memory_gib=hw.get("host_memory_gib", self.host_memory_gib),
         )
 
+    def with_runtime(self, runtime_min: float | None) -> Platform:
+        """This platform under another scheduler limit (a SLURM profile's ``set-resources: train: runtime:``,
+        for a partition whose MaxTime is below ``runtime_min``): the watchdog keeps its margin below the new
+        limit, so that it, not the scheduler, still says why a run stopped. None: unchanged."""
+        if runtime_min is None or int(runtime_min) == self.runtime_min:
+            return self
+        runtime = int(runtime_min)
+        if runtime <= 0:
+            raise ValueError(f"runtime {runtime_min}: a training job's time limit in minutes, > 0")
+        margin = self.runtime_min - self.timeout_min
+        return replace(self, runtime_min=runtime, timeout_min=max(runtime / 2, runtime - margin))
+
     def env(self) -> dict[str, str]:
         """The environment of verl's process (and so of its Ray workers and vLLM engines)."""
         return {**BASE_ENV, **dict(self.env_extra)}

@@ -80,6 +80,13 @@ class Stuck:
             asks.append(gres.replace("gres:", "").replace("gres/", ""))
         asks.append(f"time {j.get('TimeLimit', '?')}")
         part = j.get("Partition", "?")
+        if self.reason == "PartitionTimeLimit":
+            return (
+                f"SLURM cannot place job {self.jobid}{what}: its time limit {j.get('TimeLimit', '?')} is above "
+                f"partition '{part}''s MaxTime (reason PartitionTimeLimit). Cancelled: set `runtime:` (minutes) "
+                "under set-resources: train: in profiles/slurm/config.v8+.yaml (its EDIT line) to the "
+                "partition's limit, or --set-resources train:runtime=MINUTES."
+            )
         return (
             f"SLURM cannot place job {self.jobid}{what}: pending with reason {self.reason}; it asks for "
             f"{', '.join(asks)} on partition '{part}', whose largest node has {self.largest_node}. "
@@ -269,10 +276,11 @@ def check_requests(
         said = refusal(list(args), run)
         if said:
             more = f" and {len(keys) - 1} more" if len(keys) > 1 else ""
+            time = " (the time limit: its runtime EDIT line)" if "time limit" in said.lower() else ""
             raise SlurmSetupError(
                 f"SLURM refuses rule train's request for run {keys[0]}{more} ({' '.join(args)}): {said}. "
                 "Nothing was submitted: give rule train resources that fit (profiles/slurm: the lines "
-                "marked EDIT, or --set-resources train:...)."
+                f"marked EDIT{time}, or --set-resources train:...)."
             )
 
 
