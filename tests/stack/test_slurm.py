@@ -31,6 +31,7 @@ import pytest
 import yaml
 
 from coolsampler.spec.study import load_study
+from coolsampler.train.paths import Layout
 from coolsampler.train.slurm import never_placed, parse_record
 from tests.stack import REPO, copy_repo, records
 
@@ -146,6 +147,17 @@ def test_fig1_jobs_are_accepted_and_placed_with_the_profiles_resources(cluster, 
         (repo / "results/data/gsm8k").mkdir(parents=True, exist_ok=True)
         (repo / f"results/data/gsm8k/{split}.parquet").write_bytes(b"")
         (repo / f"results/data/gsm8k/{split}.manifest.json").write_text("{}")
+    # the pinned models' prefetched copies (rule prefetch_model needs the Hub, which this host lacks);
+    # the paths are the package's, so a run of fig1 whose model is not pinned would fail this on its own
+    study = load_study(REPO / "config" / "paper.yaml")
+    layout = Layout.from_config(study.raw, "results")
+    weights = {
+        layout.model_weights(r.model_info) for panel in study.figures["fig1"].values() for r in study.select(panel)
+    }
+    assert all(w and w.endswith("/prefetch.json") for w in weights), weights
+    for w in weights:
+        (repo / w).parent.mkdir(parents=True, exist_ok=True)
+        (repo / w).write_text("{}")
     profile = slurm_profile(tmp_path / "profile")
     env = snakemake_env(cluster, tmp_path / "home")
     log = tmp_path / "snakemake.log"
@@ -165,7 +177,7 @@ def test_fig1_jobs_are_accepted_and_placed_with_the_profiles_resources(cluster, 
             interrupt(proc)
     text = log.read_text(errors="replace")
     assert len(seen) == 8, f"{len(seen)} jobs; snakemake said:\n{text[-4000:]}"
-    study = load_study(REPO / "config" / "paper.yaml")
+    assert "prefetch_model" not in text, text[-4000:]  # the stand-ins are the rule's outputs
     want = {r.key for panel in study.figures["fig1"].values() for r in study.select(panel)}
     keys = set()
     for job in seen:

@@ -114,7 +114,11 @@ def test_cli_overrides_prints_one_override_per_line(capsys: pytest.CaptureFixtur
     o = as_dict(lines)
     assert o["data.train_files"].endswith("results/data/gsm8k/train.parquet")
     assert o["data.val_files"].endswith("results/data/gsm8k/test.parquet")
-    assert o["actor_rollout_ref.model.path"] == "Qwen/Qwen2.5-Math-1.5B"
+    # pinned in config/paper.yaml: the submitting host's prefetched copy, never the Hub from a compute node
+    assert o["actor_rollout_ref.model.path"].endswith(
+        "results/models/hub/Qwen/Qwen2.5-Math-1.5B/4a83ca6e4526a4f2da3aa259ec36c259f66b2ab2"
+    )
+    assert o["+ray_kwargs.ray_init.runtime_env.env_vars.HF_HUB_OFFLINE"] == "'1'"
     assert "results/runs/" + key in o["trainer.default_local_dir"]
 
 
