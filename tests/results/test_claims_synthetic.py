@@ -154,9 +154,15 @@ def test_a_shaped_run_measures_its_target(fn: str, args: dict[str, Any], target:
 def test_shapes_keep_the_metrics_schema() -> None:
     from coolsampler.spec.metrics_schema import COLUMNS
 
+    # the paper's claims, then the guard study's criterion (the one quantity only it uses: interval)
+    files = [
+        (CLAIMS, RUNS),
+        (C.load_claims(REPO / "config" / "guard-claims.yaml"), load_study(REPO / "config" / "guard.yaml").runs),
+    ]
     for fn in S.SHAPERS:
-        c = next(c for c in CLAIMS.claims if c["quantity"]["fn"] == fn)
-        for rd in S.world(CLAIMS, c, RUNS).values():
+        claims, runs = next((cl, r) for cl, r in files if any(c["quantity"]["fn"] == fn for c in cl.claims))
+        c = next(c for c in claims.claims if c["quantity"]["fn"] == fn)
+        for rd in S.world(claims, c, runs).values():
             assert list(rd.metrics.columns) == list(COLUMNS), fn
             assert {k: str(t) for k, t in rd.metrics.dtypes.items()} == {k: v[0] for k, v in COLUMNS.items()}, fn
 

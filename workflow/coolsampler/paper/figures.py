@@ -69,6 +69,7 @@ from coolsampler.paper import labels as L
 from coolsampler.paper import plotting as P
 from coolsampler.paper.tables import Panels, RunEntry
 from coolsampler.results.analysis import first_crossing, kl_step_for, validation, value_at
+from coolsampler.results.guard import frontier_arms, frontier_table
 from coolsampler.spec.provenance import Provenance
 
 Options = Mapping[str, Any]
@@ -657,3 +658,77 @@ __all__ = [
     "kl_estimator",
     "plot_runs",
 ]
+
+
+# --------------------------------------------------------------------------------------------------
+# The staleness guard against the fixed-N frontier (not a figure of the paper)
+
+_GUARD_MARKERS = ("*", "P", "X", "p", "h")  # one per guard arm; replayed schedules are diamonds
+FRONTIER_TITLE = "The staleness guard against the fixed-N frontier"
+
+
+def _frontier_N(arms: pd.DataFrame) -> int | None:
+    """The largest fixed N none of whose runs degrade (``coolsampler.results.claims.frontier_N``'s
+    rule, read from the arms table)."""
+    safe = arms[(arms["refresh"] == "fixed") & (arms["degraded"] == 0)]
+    return int(safe["N"].max()) if len(safe) else None
+
+
+def guard_frontier(
+    panels: Panels,
+    provenance: Provenance,
+    outputs: Sequence[str | Path],
+    options: Options | None = None,
+    *,
+    selection: Mapping[str, Any] | None = None,
+) -> None:
+    """Mean refresh interval (steps / refreshes, log axis) against (a) the fraction of runs that degrade
+    and (b) the whole-run accuracy (the arm's mean, large; each run, small, by seed): the fixed-N arms
+    as a line (the frontier), each guard arm as its own star-like marker, the replayed schedules as
+    diamonds; per correction and sampler temperature (colour: Tb; dashed: no correction). The dotted
+    line is 1.5 x the largest fixed N none of whose runs degrade."""
+    entries = panels.get("a", [])
+    table = frontier_table(entries)
+    arms = frontier_arms(table)
+    fig, ax = P.new_figure(10, 3.6, L.availability_notes(entries), ncols=2, caption=_caption(selection, ["a"]))
+    deg, acc = ax[0, 0], ax[0, 1]
+    for (corr, tb), group in arms.groupby(["correction", "Tb"], sort=False, dropna=False):
+        colour = P.tb_colour({"Tb": tb, "Tb_initial": tb})
+        name = f"{L.correction_label({'correction': corr})}, Tb {tb:g}" if isinstance(tb, (int, float)) else str(corr)
+        dashes = "--" if corr == "none" else "-"
+        fixed = group[group["refresh"] == "fixed"]
+        if len(fixed):
+            style = {"color": colour, "marker": "o", "markersize": 5, "linestyle": dashes}
+            deg.plot(fixed["interval"], fixed["degraded"], label=f"{name}: fixed N", **style)
+            acc.plot(fixed["interval"], fixed["whole"], label=f"{name}: fixed N", **style)
+            for _, r in fixed.iterrows():
+                deg.annotate(f"N={r['N']}", (r["interval"], r["degraded"]), textcoords="offset points",
+                             xytext=(3, 4), fontsize=6, color=colour)  # fmt: skip
+        others = group[group["refresh"] != "fixed"].reset_index(drop=True)
+        for i, r in others.iterrows():
+            marker = "D" if r["refresh"] == "schedule" else _GUARD_MARKERS[int(i) % len(_GUARD_MARKERS)]
+            style = {"color": colour, "marker": marker, "markersize": 6 if marker == "D" else 10, "linestyle": ""}
+            label = f"{name}: {r['arm']}"
+            deg.plot([r["interval"]], [r["degraded"]], label=label, **style)
+            acc.plot([r["interval"]], [r["whole"]], label=label, **style)
+        for _, run in table[(table["correction"] == corr) & (table["Tb"] == tb)].iterrows():
+            acc.plot([run["interval"]], [run["whole"]], color=colour, alpha=0.45, linestyle="",
+                     marker=P.seed_marker(run["seed"]), markersize=3, label="_run")  # fmt: skip
+        safe = _frontier_N(group)
+        if safe is not None:
+            for a in (deg, acc):
+                a.axvline(1.5 * safe, color=colour, linestyle=":", linewidth=1.0, label="1.5 x largest safe fixed N")
+    ticks = sorted({int(n) for n in arms["N"]} | {int(round(x)) for x in arms["interval"]})
+    for a in (deg, acc):
+        a.set_xscale("log", base=2)
+        if ticks:
+            a.set_xticks(ticks, [str(t) for t in ticks])
+            a.minorticks_off()
+        a.set_xlabel("mean refresh interval (steps / refreshes)")
+        a.grid(alpha=0.3)
+    deg.set_ylim(-0.05, 1.05)
+    deg.set_ylabel("fraction of runs degraded")
+    deg.set_title(panel_title("a", entries, "degraded"), fontsize=9)
+    P.accuracy_axis(acc, label="whole-run accuracy")
+    acc.set_title(panel_title("b", entries, "accuracy: arm mean, each run small"), fontsize=9)
+    _save(fig, outputs, provenance, FRONTIER_TITLE, entries)

@@ -211,6 +211,12 @@ def m_last_step(d: RunData) -> int | None:
     return int(d.metrics["step"].max())
 
 
+def m_interval(d: RunData) -> float:
+    """The run's mean refresh interval: its steps over its refreshes (``m_refreshes``), the x axis of the
+    guard's frontier; a run that never refreshes counts its whole length."""
+    return float(d.run.steps) / max(1, m_refreshes(d))
+
+
 def m_refreshes(d: RunData) -> int:
     """Sampler refreshes the log records within the run (Table 1's 'Refreshes')."""
     r = _col(d, "refreshed")
@@ -285,6 +291,7 @@ QUANTITIES: dict[str, Callable[..., Any]] = {
     "whole": m_whole,
     "last_step": m_last_step,
     "refreshes": m_refreshes,
+    "interval": m_interval,
     "staleness_at_onset": m_staleness_at_onset,
     "col_mean": _stat("mean"),
     "col_max": _stat("max"),
@@ -364,6 +371,16 @@ def degrades(rd: RunData) -> bool:
     return _events(rd).onset is not None
 
 
+def frontier_N(runs: Sequence[tuple[RunData, Any]]) -> int | None:
+    """The largest N none of whose runs degrade (Section 2's onset): the fixed-N frontier a staleness
+    guard is measured against. None when every N has a degraded run."""
+    by_N: dict[int, list[bool]] = {}
+    for rd, _ in runs:
+        by_N.setdefault(int(rd.run.N), []).append(degrades(rd))
+    safe = [N for N, bad in by_N.items() if not any(bad)]
+    return max(safe) if safe else None
+
+
 def _group_key(rd: RunData, per: Sequence[str]) -> tuple[Any, ...]:
     s = rd.settings
     return tuple(str(s.get(k)) for k in per)
@@ -405,6 +422,10 @@ def reduce_values(
         if per == "run":
             ref = _mean([v for _, v in versus])
             return [_op(v, ref, how) for v in vals]
+        if per == "frontier":
+            safe = frontier_N(versus)
+            ref = _mean([v for rd, v in versus if rd.run.N == safe]) if safe is not None else None
+            return _op(_mean(vals), ref, how)
         keys = ["seed"] if per == "seed" else list(per)
         other: dict[tuple[Any, ...], list[Any]] = {}
         for rd, v in versus:
@@ -660,9 +681,17 @@ def evaluate_claim(claims: Claims, c: Mapping[str, Any], data: Mapping[str, RunD
         return [(rd, fn(rd, **args)) for rd in rds]
 
     try:
-        res.value = reduce_values(q, measured(mine), measured(theirs))
+        versus = measured(theirs)
+        res.value = reduce_values(q, measured(mine), versus)
     except ClaimError as e:
         raise ClaimError(f"claim {c['id']}: {e}") from None
+    if q.get("per") == "frontier":  # say which N the value compares with: it follows from the data
+        safe = frontier_N(versus)
+        res.reason = (
+            f"against N={safe}, the largest N none of whose runs degrade"
+            if safe
+            else ("every N of the versus runs has a degraded run: no frontier to compare with")
+        )
     stopped = [
         k
         for k in res.runs + res.versus

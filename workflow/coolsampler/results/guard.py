@@ -32,10 +32,13 @@ Imports the spec layer and the analysis (pandas); no verl, vLLM or torch.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import pandas as pd
 
+from coolsampler.results.analysis import validation, whole_run_mean
 from coolsampler.results.diagnostics import onset_of, training_series
 from coolsampler.spec.guard import Decision, GuardSpec, RefreshGate, schedule_from_refreshed
 
@@ -161,4 +164,103 @@ REPLAY_NOTE = (
     " predict a guard run (coolsampler.results.guard)."
 )
 
-__all__ = ["REPLAY_NOTE", "GuardReplay", "logged_schedule", "replay_guard", "replay_text", "schedule_line"]
+
+# --------------------------------------------------------------------------------------------------
+# The frontier: what a refresh costs against what it protects, per run and per arm
+
+FRONTIER_COLUMNS = [
+    "key", "refresh", "arm", "correction", "Tb", "N", "seed", "steps", "refreshes", "interval", "degraded", "whole",
+]  # fmt: skip
+
+
+def refresh_kind(settings: Mapping[str, Any]) -> str:
+    """``fixed``, ``guard`` or ``schedule`` from a run's settings (``Run.refresh`` for a Run)."""
+    return "guard" if settings.get("guard") else "schedule" if settings.get("schedule") else "fixed"
+
+
+def arm_label(settings: Mapping[str, Any]) -> str:
+    """The arm a run belongs to on the frontier: ``N=8``, ``guard probs_diff>0.1`` or ``schedule``."""
+    kind = refresh_kind(settings)
+    if kind == "guard":
+        spec = GuardSpec.from_config(settings["guard"])
+        return f"guard {spec.signal}{'>' if spec.diagnostic.above else '<'}{spec.threshold:g}"
+    return "schedule" if kind == "schedule" else f"N={settings['N']}"
+
+
+def run_refreshes(metrics: pd.DataFrame | None, steps: int, N: int) -> int:
+    """Refreshes the log records (``refreshed``); a log without the column counts the fixed gate's."""
+    if metrics is not None and "refreshed" in metrics.columns:
+        r = metrics["refreshed"].dropna()
+        if len(r):
+            return int(r.astype(bool).sum())
+    return int(steps // N)
+
+
+def frontier_table(entries: Sequence[tuple[Mapping[str, Any], pd.DataFrame | None, Any]]) -> pd.DataFrame:
+    """One row per run with a log: its arm, refreshes, mean refresh interval (steps / refreshes),
+    whether it degrades (Section 2's onset) and its whole-run accuracy (Table 1's trapezoid mean).
+
+    ``entries`` are a figure panel's ``(settings, metrics, status)``; runs without metrics are left out
+    (the figure names them)."""
+    rows = []
+    for settings, metrics, _ in entries:
+        if metrics is None or metrics.empty:
+            continue
+        steps = int(settings.get("steps") or int(metrics["step"].max()))
+        refreshes = run_refreshes(metrics, steps, int(settings["N"]))
+        rows.append(
+            {
+                "key": settings.get("key"),
+                "refresh": refresh_kind(settings),
+                "arm": arm_label(settings),
+                "correction": settings.get("correction"),
+                "Tb": settings.get("Tb_initial", settings.get("Tb")),
+                "N": int(settings["N"]),
+                "seed": settings.get("seed"),
+                "steps": steps,
+                "refreshes": refreshes,
+                "interval": steps / max(1, refreshes),
+                "degraded": onset_of(metrics) is not None,
+                "whole": whole_run_mean(validation(metrics)),
+            }
+        )
+    return pd.DataFrame(rows, columns=FRONTIER_COLUMNS)
+
+
+def frontier_arms(table: pd.DataFrame) -> pd.DataFrame:
+    """Per arm (and correction, temperature): runs, mean interval, degraded fraction, mean whole-run
+    accuracy with its range over seeds. Fixed arms first, by N, then guards, then schedules."""
+    if table.empty:
+        return pd.DataFrame(
+            columns=["refresh", "arm", "correction", "Tb", "N", "runs", "interval", "degraded", "whole", "whole_min",
+                     "whole_max"]
+        )  # fmt: skip
+    g = table.groupby(["refresh", "arm", "correction", "Tb"], sort=False, dropna=False)
+    out = g.agg(
+        N=("N", "max"),
+        runs=("key", "count"),
+        interval=("interval", "mean"),
+        degraded=("degraded", "mean"),
+        whole=("whole", "mean"),
+        whole_min=("whole", "min"),
+        whole_max=("whole", "max"),
+    ).reset_index()
+    order = {"fixed": 0, "guard": 1, "schedule": 2}
+    out["_o"] = out["refresh"].map(order)
+    return out.sort_values(["correction", "Tb", "_o", "N", "arm"]).drop(columns="_o").reset_index(drop=True)
+
+
+__all__ = [
+    "FRONTIER_COLUMNS",
+    "REPLAY_NOTE",
+    "GuardReplay",
+    "arm_label",
+    "frontier_arms",
+    "frontier_table",
+    "logged_schedule",
+    "refresh_kind",
+    "replay_guard",
+    "replay_text",
+    "run_refreshes",
+    "schedule_line",
+]

@@ -127,6 +127,12 @@ class Run:
         return out
 
     @property
+    def refresh(self) -> str:
+        """How the sampler is refreshed: ``fixed`` (every N steps), ``guard`` or ``schedule``. A figure or
+        claims filter may name it (``refresh: fixed``), which lets a study compare the three kinds."""
+        return "guard" if self.guard is not None else "schedule" if self.schedule is not None else "fixed"
+
+    @property
     def refresh_text(self) -> str:
         """How the sampler is refreshed, for people: ``every 96 steps``, ``guard probs_diff > 0.1, ...,
         at most every 96 steps``, ``schedule of 3 refreshes (longest interval 153)``."""
@@ -285,7 +291,8 @@ class Study:
 def matches(run: Run, filt: Mapping[str, Any]) -> bool:
     s = run.settings()
     for k, want in filt.items():
-        have = s.get(k)
+        # refresh is derived, not a setting of run.yaml: adding it there would change every run's record
+        have = run.refresh if k == "refresh" else s.get(k)
         options = want if isinstance(want, list) else [want]
         if k == "Tb":
             have_tb = run.Tb

@@ -51,6 +51,7 @@ class Target:
     # the metrics columns it draws from: a log that never logged one is told which verl setting logs it
     # (coolsampler figures; metrics_schema.PROVIDED_BY)
     reads: tuple[str, ...] = ("val_acc",)
+    paper: bool = True  # a figure or table of the paper (the paper study draws every one of those)
 
     @property
     def suffixes(self) -> tuple[str, ...]:
@@ -158,6 +159,16 @@ TARGETS: dict[str, Target] = {
         Target("table4", "coolsampler.paper.tables:table4", "table", ("rows",), title="Table 4",
                reads=("val_acc", "kl"),
                panel_help={"rows": "every run of the study"}),
+        # not a figure of the paper: the staleness guard's experiment (config/guard.yaml)
+        Target("guard_frontier", "coolsampler.paper.figures:guard_frontier", "figure", ("a",),
+               title="The staleness guard against the fixed-N frontier",
+               draws="mean refresh interval (steps / refreshes, log axis) against (a) the fraction of runs that "
+               "degrade and (b) the whole-run accuracy; the fixed-N arms as a line (the frontier), each guard arm "
+               "as a star, replayed schedules as diamonds; the dotted line is 1.5 x the largest fixed N none of "
+               "whose runs degrade.",
+               reads=("val_acc", "refreshed"),
+               panel_help={"a": "every run to compare: the fixed-N arms, the guard arms and their replayed "
+                                "schedules, at one correction and sampler temperature or several"}, paper=False),
         # claims / report targets: added by the claims module (see the module docstring)
     )
 }  # fmt: skip

@@ -25,8 +25,10 @@ from coolsampler.spec.temperature import controller_spec
 # The settings a run has (and a figure filter may name): Run's fields, in the order of Table 4.
 RUN_FIELDS = ("model", "task", "N", "lr", "correction", "Tb", "Tl", "seed", "steps", "val_every", "replicate")
 # A setting a run may have besides those (and a figure filter may name, e.g. guard: null for the runs
-# refreshed every N steps): its staleness guard.
-REFRESH_FIELDS = ("guard",)
+# refreshed every N steps): its staleness guard; and how it is refreshed (Run.refresh: fixed, guard or
+# schedule), derived from N and the guard.
+REFRESH_FIELDS = ("guard", "refresh")
+REFRESH_KINDS = ("fixed", "guard", "schedule")
 
 
 class StudyError(ValueError):
@@ -317,6 +319,8 @@ def check_figures(study: Any, origin: str) -> None:
                     if k not in allowed:
                         raise _error(f"{where}: unknown setting {k!r}; allowed: {', '.join(sorted(allowed))}")
                     for opt in v if isinstance(v, list) else [v]:
+                        if k == "refresh" and opt not in REFRESH_KINDS:
+                            raise _error(f"{where}.refresh: {opt!r}; allowed: {', '.join(REFRESH_KINDS)}")
                         if k == "Tb" and not tb_validator.is_valid(opt):
                             raise _error(f"{where}.Tb: {opt!r} is not a temperature; allowed: a number or a Tb mapping")
                         if k in ("lr", "N", "seed", "steps", "val_every") and (

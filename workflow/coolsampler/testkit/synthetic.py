@@ -287,6 +287,7 @@ DEMO_FIGURES: dict[str, dict[str, dict[str, Any]]] = {
         }
     },  # fmt: skip
     "table4": {"rows": {}},
+    "guard_frontier": {"a": {"model": M15, "task": GSM, "lr": 2e-6, "correction": "tis", "Tb": [1.0, 0.8], "Tl": 1.0}},
 }
 
 

@@ -282,6 +282,11 @@ def s_refreshes(df: pd.DataFrame, run: Run, v: int) -> None:
     df["refreshed"] = r
 
 
+def s_interval(df: pd.DataFrame, run: Run, v: float) -> None:
+    """steps / refreshes = v: as many refreshes as that takes (at least one)."""
+    s_refreshes(df, run, max(1, round(run.steps / float(v))))
+
+
 def s_staleness_at_onset(df: pd.DataFrame, run: Run, v: int | None) -> None:
     if v is None:
         _flat_with_drop(df, run, None)
@@ -347,6 +352,7 @@ SHAPERS: dict[str, Callable[..., Any]] = {
     "whole": s_whole,
     "last_step": s_last_step,
     "refreshes": s_refreshes,
+    "interval": s_interval,
     "staleness_at_onset": s_staleness_at_onset,
     "col_mean": _s_col,
     "col_max": _s_col,
@@ -377,6 +383,8 @@ def default(fn: str, run: Run, args: Mapping[str, Any]) -> Any:
         return run.steps
     if fn == "refreshes":
         return run.steps // run.N
+    if fn == "interval":
+        return run.steps / max(1, run.steps // run.N)
     if fn == "staleness_at_onset":
         return 100
     if fn == "cycle_reading" and args.get("cycle") is None:
