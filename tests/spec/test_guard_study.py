@@ -102,3 +102,21 @@ def test_a_figure_may_select_by_guard() -> None:
     plain, guarded = study.runs
     assert study.select({"guard": None}) == [plain]
     assert study.select({"guard": GUARD}) == [guarded]
+
+
+def test_the_paper_scale_guard_study_holds_the_papers_own_frontier() -> None:
+    """config/guard-paper.yaml: its fixed-N runs are the paper study's very runs (same keys, so one
+    results directory trains them once), its model block is the paper's (the memory budget and the
+    pinned revision cannot drift apart), and its criterion's claims select its runs."""
+    from coolsampler.results.claims import check_selects, load_claims
+
+    guard = load_study(REPO / "config" / "guard-paper.yaml")
+    paper = load_study(REPO / "config" / "paper.yaml")
+    fixed = {r.key for r in guard.runs if r.refresh == "fixed"}
+    assert fixed and fixed <= {r.key for r in paper.runs}
+    guarded = [r for r in guard.runs if r.refresh == "guard"]
+    assert len(guarded) == 6 and {r.Tb.initial for r in guarded} == {1.0, 0.8}
+    raw = {n: yaml.safe_load((REPO / "config" / f"{n}.yaml").read_text()) for n in ("paper", "guard-paper")}
+    for name, block in raw["guard-paper"]["models"].items():
+        assert block == raw["paper"]["models"][name], name
+    check_selects(load_claims(REPO / guard.raw["claims"]), guard.runs, "guard-paper")
