@@ -197,7 +197,7 @@ def main(argv: list[str] | None = None) -> int:
         index.append(f"- [{page_title(target, shows)}]({target}.md)")
     index += [
         "",
-        "Regenerate these pages and their images: `PYTHONPATH=workflow python workflow/tools/figure_docs.py "
+        "Regenerate these pages and their images: `python workflow/tools/figure_docs.py "
         "--results results/smoke` (after `snakemake --cores 2`), or `--synthetic` on a machine that has not trained.",
         "",
     ]
