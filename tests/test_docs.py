@@ -406,3 +406,16 @@ def test_documented_gpu_box_plan_prints_what_the_page_shows(example, capsys, mon
     run = plan[plan.index("--run") + 1]
     trains = re.findall(r"^rule train:\n(?:.*\n)*?\s+wildcards: (.*)$", out, flags=re.M)
     assert len(trains) == 1 and f"key={run}" in trains[0], trains
+
+
+def test_the_reconstruction_page_counts_the_study_file_runs():
+    """The page listing the guesses and the front page name the run count config/paper.yaml has."""
+    sys.path.insert(0, str(REPO / "workflow"))
+    from coolsampler.spec.study import load_study
+
+    n = len(load_study(REPO / "config" / "paper.yaml").runs)
+    page = (REPO / "docs" / "reconstruction.md").read_text()
+    assert f"so the study has {n} and invents none" in page
+    assert f"the paper's {n} identifiable runs" in (REPO / "README.md").read_text()
+    header = (REPO / "config" / "paper.yaml").read_text().split("\nname:", 1)[0]
+    assert f"RUN COUNT: {n} runs here" in header and "Appendix A" in header and "Appendix A" in page
