@@ -65,10 +65,16 @@ def page_title(target: str, shows: str) -> str:
     return f"{number}: {shows}"
 
 
+def _claim(target: str) -> str:
+    """What the paper's figure shows, as its title says (without the figure number)."""
+    title = TARGETS[target].title
+    return title.partition(": ")[2] or title
+
+
 def page(target: str, smoke, paper, example: str, shows: str = REAL) -> str:
     """The Markdown page of one figure: how to draw it, what it draws, then its panels."""
     t = TARGETS[target]
-    claim = t.title.partition(": ")[2] or t.title
+    claim = _claim(target)
     lines = [f"# {page_title(target, shows)}", ""]
     lines += [
         f"Draw it: `snakemake --cores 2 results/smoke/{target}.pdf` (the smoke study)"
@@ -174,7 +180,7 @@ def main(argv: list[str] | None = None) -> int:
         elif target in smoke.figures and committed_example(out / f"{target}.md"):
             example = committed_example(out / f"{target}.md")
             (out / f"{target}.md").write_text(page(target, smoke, paper, example, REAL))
-            index.append(f"- [{page_title(target, REAL)}]({target}.md)")
+            index.append(f"- [{page_title(target, REAL)}]({target}.md): the paper's *{_claim(target)}*")
             print(f"{target}: no runs under {smoke.results}; kept the committed image drawn from real runs")
             continue
         else:
@@ -194,7 +200,7 @@ def main(argv: list[str] | None = None) -> int:
             f"`workflow/tools/figure_docs.py` from {where}."
         )
         (out / f"{target}.md").write_text(page(target, smoke, paper, example, shows))
-        index.append(f"- [{page_title(target, shows)}]({target}.md)")
+        index.append(f"- [{page_title(target, shows)}]({target}.md): the paper's *{_claim(target)}*")
     index += [
         "",
         "Regenerate these pages and their images: `python workflow/tools/figure_docs.py "
