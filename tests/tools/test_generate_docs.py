@@ -96,3 +96,15 @@ def test_the_memory_block_is_what_coolsampler_memory_prints(gen):
     assert block.startswith(gen.MEMORY_BEGIN) and block.endswith(gen.MEMORY_END)
     assert "qwen2.5-math-7b gsm8k on 4 x 95.6 GiB GPUs: fits" in block
     assert block in gen.MEMORY_PAGE.read_text()
+
+
+def test_the_site_home_shows_the_readmes_front_block(gen):
+    """One source for the quick start: docs/index.md holds the README's front block, links rewritten."""
+    readme = gen.README.read_text()
+    home = gen.HOME_PAGE.read_text()
+    block = gen.front_block(readme)
+    assert block in home
+    assert "no GPU run exists yet" in block and "source .venv/bin/activate" in block
+    assert "](docs/" not in block and "](reconstruction.md)" in block
+    with pytest.raises(SystemExit, match="links outside docs/"):
+        gen.front_block(readme.replace("<!-- /front -->", "[x](LICENSE)\n<!-- /front -->"))

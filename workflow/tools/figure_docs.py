@@ -54,10 +54,47 @@ def _study_panels(study, target: str) -> dict:
     return out
 
 
-def page(target: str, smoke, paper, example: str) -> str:
-    """The Markdown page of one figure."""
+REAL = "the smoke study's toy runs"
+SYNTHETIC = "layout only, on synthetic data"
+
+
+def page_title(target: str, shows: str) -> str:
+    """A page's title: the figure's number and what its example shows (``REAL`` or ``SYNTHETIC``), not
+    what the paper's figure claims."""
+    number = TARGETS[target].title.split(":")[0]
+    return f"{number}: {shows}"
+
+
+def _claim(target: str) -> str:
+    """What the paper's figure shows, as its title says (without the figure number)."""
+    title = TARGETS[target].title
+    return title.partition(": ")[2] or title
+
+
+def page(target: str, smoke, paper, example: str, shows: str = REAL) -> str:
+    """The Markdown page of one figure: how to draw it, what it draws, then its panels."""
     t = TARGETS[target]
-    lines = [f"# {t.title}", "", f"Target `{target}`, drawn by `{t.fn}`.", "", "## What it draws", "", t.draws, ""]
+    claim = _claim(target)
+    lines = [f"# {page_title(target, shows)}", ""]
+    lines += [
+        f"Draw it: `snakemake --cores 2 results/smoke/{target}.pdf` (the smoke study)"
+        if target in smoke.figures
+        else f"Draw it: `snakemake --profile profiles/gpu-box --configfile=config/paper.yaml results/{target}.pdf`"
+        " (the paper study; the smoke study does not define it)",
+        "",
+        f"The paper's figure: *{claim}*. The example below is {shows}; it neither supports nor tests that claim.",
+        "",
+        f"Target `{target}`, drawn by `{t.fn}`.",
+        "",
+        "## Example",
+        "",
+        example,
+        "",
+        "## What it draws",
+        "",
+        t.draws,
+        "",
+    ]
     lines += ["## Panels", "", "| panel | what its filter should select |", "|---|---|"]
     lines += [f"| `{p}` | {t.panel_help.get(p, '')} |" for p in t.panels]
     lines += [""]
@@ -77,8 +114,24 @@ def page(target: str, smoke, paper, example: str) -> str:
             lines += [f"- `{study.name}` study: " + "; ".join(f"`{s}`" for s in sel)]
         else:
             lines += [f"- `{study.name}` study: not defined"]
-    lines += ["", "## Example", "", example, ""]
-    return "\n".join(lines)
+    return "\n".join([*lines, ""])
+
+
+def committed_example(page_md: Path) -> str | None:
+    """The Example section of a committed figure page drawn from real runs (its image and its
+    "Drawn at" line), or None: kept when this machine has not trained the smoke study."""
+    if not page_md.is_file():
+        return None
+    text = page_md.read_text()
+    start = text.find("## Example\n")
+    if start < 0:
+        return None
+    body = text[start + len("## Example\n") :].split("\n## ")[0].strip()
+    return body if "results/smoke" in body and "synthetic" not in body else None
+
+
+def _has_runs(study, target: str) -> bool:
+    return any(entry[1] is not None for entries in _study_panels(study, target).values() for entry in entries)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -103,33 +156,54 @@ def main(argv: list[str] | None = None) -> int:
     demo = None
     kind = "synthetic runs shaped like the smoke study (`coolsampler.testkit.synthetic.write_study_results`)"
     source = kind if args.synthetic else f"the run directories under `{smoke.results}`"
-    index = ["# Figures", "", "One page per figure target (`coolsampler.spec.targets`):", ""]
+    index = [
+        "# Figures",
+        "",
+        "One page per figure target (`coolsampler.spec.targets`). A page's example is drawn from the smoke",
+        "study's real toy runs where that study defines the figure; every other example is synthetic data",
+        "that exercises the drawing code, marked SYNTHETIC on the image itself. No example is a result of the",
+        "paper study: no GPU run exists yet.",
+        "",
+    ]
     for target, t in TARGETS.items():
         if t.kind != "figure":
             continue
         png = tmp / f"{target}.png"
-        if target in smoke.figures:
+        shows = REAL
+        if target in smoke.figures and (args.synthetic or _has_runs(smoke, target)):
             panels = _study_panels(smoke, target)
-            render(target, panels, prov, None, [png], None, panel_filters(smoke.figures[target]))
+            render(
+                target, panels, prov, None, [png], None, panel_filters(smoke.figures[target]), synthetic=args.synthetic
+            )
             where = f"the `{smoke.name}` study, from {source}"
+            shows = SYNTHETIC if args.synthetic else REAL
+        elif target in smoke.figures and committed_example(out / f"{target}.md"):
+            example = committed_example(out / f"{target}.md")
+            (out / f"{target}.md").write_text(page(target, smoke, paper, example, REAL))
+            index.append(f"- [{page_title(target, REAL)}]({target}.md): the paper's *{_claim(target)}*")
+            print(f"{target}: no runs under {smoke.results}; kept the committed image drawn from real runs")
+            continue
         else:
             demo = demo or demo_runs()
             demo_prov = Provenance("paper-shaped synthetic", prov.commit, prov.dirty, "workflow/tools/figure_docs.py")
-            render(target, demo_panels(target, demo), demo_prov, None, [png], None, DEMO_FIGURES[target])
+            render(
+                target, demo_panels(target, demo), demo_prov, None, [png], None, DEMO_FIGURES[target], synthetic=True
+            )
             where = (
                 "the paper-shaped synthetic study (`coolsampler.testkit.synthetic.demo_runs`, 55 runs with known "
-                f"answers): the smoke study does not define {target}"
+                f"answers, made up to exercise the drawing code): the smoke study does not define {target}"
             )
+            shows = SYNTHETIC
         _shrink(png, out / "img" / f"{target}.png")
         example = (
-            f"![{t.title}](img/{target}.png)\n\nDrawn at commit `{prov.revision}` by "
+            f"![{page_title(target, shows)}](img/{target}.png)\n\nDrawn at commit `{prov.revision}` by "
             f"`workflow/tools/figure_docs.py` from {where}."
         )
-        (out / f"{target}.md").write_text(page(target, smoke, paper, example))
-        index.append(f"- [{t.title}]({target}.md)")
+        (out / f"{target}.md").write_text(page(target, smoke, paper, example, shows))
+        index.append(f"- [{page_title(target, shows)}]({target}.md): the paper's *{_claim(target)}*")
     index += [
         "",
-        "Regenerate these pages and their images: `PYTHONPATH=workflow python workflow/tools/figure_docs.py "
+        "Regenerate these pages and their images: `python workflow/tools/figure_docs.py "
         "--results results/smoke` (after `snakemake --cores 2`), or `--synthetic` on a machine that has not trained.",
         "",
     ]

@@ -308,11 +308,22 @@ def note(fig: Figure, lines: Sequence[str], *, y_in: float | None = None) -> Non
     fig.text(0.01, y, "\n".join(lines), color="#b00000", fontsize=6.5, va="top", ha="left", family="monospace")
 
 
+SYNTHETIC_MARK = "SYNTHETIC \u2014 not a result"
+SYNTHETIC_GID = "synthetic-mark"
+
+
 def stamp(fig: Figure, provenance: Provenance) -> dict[str, str]:
-    """Write the provenance footer on the figure and return the matching PDF metadata."""
+    """Write the provenance footer on the figure and return the matching PDF metadata. A figure of
+    synthetic data (``provenance.synthetic``) also gets ``SYNTHETIC_MARK`` across it, so the image
+    cannot be read as a result wherever it is shown (artist gid ``SYNTHETIC_GID``)."""
     fig.text(
         0.99, 0.05 / fig.get_figheight(), provenance.footer(), fontsize=6, color="#666666", ha="right", va="bottom"
     )
+    if provenance.synthetic:
+        fig.text(
+            0.5, 0.55, SYNTHETIC_MARK, fontsize=min(40, 4.2 * fig.get_figwidth()), fontweight="bold",
+            color="#c62828", alpha=0.3, rotation=18, ha="center", va="center", zorder=1000, gid=SYNTHETIC_GID,
+        )  # fmt: skip
     return provenance.pdf_metadata()
 
 
@@ -337,6 +348,8 @@ def save(fig: Figure, outputs: Iterable[str | Path], *, provenance: Provenance, 
 
 __all__ = [
     "COOLED",
+    "SYNTHETIC_GID",
+    "SYNTHETIC_MARK",
     "FLOOR_LABEL",
     "ONE_NAT_LABEL",
     "REFRESH_LABEL",

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +52,8 @@ def render(
     outputs: Sequence[str | Path],
     options: Mapping[str, Any] | None = None,
     selection: Mapping[str, Any] | None = None,
+    *,
+    synthetic: bool = False,
 ) -> Any:
     """Draw or write one target. Panels the target expects but the study did not give are empty;
     a panel it does not have is refused (``PanelError``).
@@ -58,6 +61,7 @@ def render(
     ``study`` is a Provenance, or a study name with ``commit`` (a commit string, or None to ask git).
     ``options`` are checked against the registry (``target_options``). ``selection`` (panel ->
     the study's settings filter) is printed under a figure, the caption of what each panel shows.
+    ``synthetic`` (or ``study.synthetic``): the runs are made up, and a figure says so across its image.
     """
     if target not in TARGETS:
         raise KeyError(f"unknown target {target!r}; allowed: {', '.join(TARGETS)}")
@@ -66,6 +70,8 @@ def render(
     if selection is not None:
         check_panels(target, selection)
     prov = study if isinstance(study, Provenance) else as_provenance(commit, study)
+    if synthetic:
+        prov = replace(prov, synthetic=True)
     opts = target_options(target, {OPTIONS_KEY: dict(options or {})})
     full = {n: list(panels.get(n, [])) for n in t.panels}
     if t.kind == "figure":

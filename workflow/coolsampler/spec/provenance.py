@@ -70,12 +70,15 @@ def git_dirty(cwd: str | Path | None = None) -> bool | None:
 
 @dataclass(frozen=True)
 class Provenance:
-    """What drew an output: study name, commit, dirty flag (None: unknown) and the drawing script."""
+    """What drew an output: study name, commit, dirty flag (None: unknown), the drawing script, and
+    whether the data are synthetic (made up by ``coolsampler.testkit``, not trained): a synthetic
+    figure carries a mark on the image itself (``coolsampler.paper.plotting.stamp``)."""
 
     study: str
     commit: str = UNKNOWN
     dirty: bool | None = None
     script: str = ""
+    synthetic: bool = False
 
     @classmethod
     def here(
@@ -92,11 +95,13 @@ class Provenance:
     def footer(self) -> str:
         """One line for a figure footer or a table's last line."""
         text = f"study {self.study} | commit {self.revision}"
-        return text + (f" | {self.script}" if self.script else "")
+        text += f" | {self.script}" if self.script else ""
+        return text + (" | SYNTHETIC data" if self.synthetic else "")
 
     def pdf_metadata(self) -> dict[str, str]:
         """PDF Info fields (Subject, Keywords, Creator) holding the same record."""
         keywords = f"study={self.study} commit={self.revision}" + (f" script={self.script}" if self.script else "")
+        keywords += " synthetic=true" if self.synthetic else ""
         return {
             "Subject": f"coolsampler study {self.study}",
             "Keywords": keywords,
