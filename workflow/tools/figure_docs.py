@@ -166,7 +166,7 @@ def main(argv: list[str] | None = None) -> int:
         "",
     ]
     for target, t in TARGETS.items():
-        if t.kind != "figure":
+        if t.kind != "figure" or not t.paper:  # a study's own figure (guard_frontier) is on its study's page
             continue
         png = tmp / f"{target}.png"
         shows = REAL
