@@ -1,0 +1,120 @@
+"""The acceptance check of a machine: the 1.5B recipe for a few steps through the real stack, one command.
+
+``workflow/scripts/gpu_acceptance.py`` is its CLI. On the first machine with a GPU it answers, in under
+ten minutes, whether the patched stack does there what the CPU tests show it does here:
+
+* staleness: at refresh interval N=4 the logged ``staleness/staleness`` is (t-1) mod 4 and the sampler is
+  refreshed only after steps that are multiples of 4 (patch 0001), with validation between refreshes;
+* decoupled temperature on real tokens (patch 0002): at step 1 (both sides still hold the initial
+  weights) the sampler's recorded log-probs equal log_softmax(z/Tb) and the learner's old log-probs
+  log_softmax(z/Tl), z recomputed with transformers from the initial model (``coolsampler.testkit.tap``
+  records both);
+* what the sampler holds, on the real engine: at every step, after each sleep and wake and after each
+  fresh-weights validation, its recorded behaviour log-probs equal the stale snapshot's log-probs
+  recomputed at Tb on the learner side (``coolsampler.testkit.sampler_check``; the engine's weights are
+  never dumped, which verl's GPU worker extension cannot do), and differ from the neighbouring
+  version's; the learner-sampler KL resets at each refresh and grows within a cycle. The staleness arm
+  trains at ``STALENESS_LR`` so that a cycle moves the learner further than bf16's rounding; with two or
+  more GPUs a second staleness arm runs the sampler at tensor-parallel size 2;
+* step time: refresh every step (N=1) vs every 8 steps (N=8) vs unpatched verl 0.9.1 at N=1 (the
+  installed patched tree with the patches reverse-applied, put first on PYTHONPATH, as the real-stack
+  tests do with ``tests.stack.pristine_verl``); medians of the steps after warm-up, as ratios;
+* memory: peak GPU memory (``nvidia-smi`` polled while a run trains; another process's CUDA counters are
+  not visible) and peak host memory (the summed PSS of the run's process session, from /proc).
+
+Models: ``--model``, else the first Qwen2-family snapshot in the offline Hugging Face cache (the paper's
+Qwen2.5-Math-1.5B first), else a randomly initialised model with Qwen2.5-Math-1.5B's architecture
+(``QWEN25_MATH_15B``; the summary says so). On the ``cpu`` platform: the rehearsal's toy Qwen2
+(``coolsampler.testkit.toy``), so that the script itself is tested on the CPU stack. Data: toy sums in GSM8K's
+format (``coolsampler.testkit.toy.write_rehearsal_task``).
+
+Every run goes through ``coolsampler.train.launch.run_verl`` (timeout, stall watchdog, session kill). This
+module imports neither verl, vLLM nor torch at import time (the log-prob and model code import torch
+when they run).
+
+The package holds one module per concern: ``models`` (which model), ``world`` (model and data),
+``pristine`` (upstream verl for comparison), ``monitor`` (memory), ``arms`` (the runs), ``checks``,
+``summary``, and ``run`` (the whole check in order).
+"""
+
+from __future__ import annotations
+
+from coolsampler.testkit.acceptance.arms import (
+    N_STALE,
+    STALENESS_LR,
+    TB,
+    TL,
+    WARMUP_STEPS,
+    Arm,
+    ArmResult,
+    acceptance_recipe,
+    arm_overrides,
+    records,
+    run_arm,
+)
+from coolsampler.testkit.acceptance.checks import (
+    LOGPROB_TOL,
+    TIME_LIMITS,
+    Check,
+    kl_cycle_checks,
+    logprob_checks,
+    logprob_errors,
+    memory_checks,
+    sampler_state_checks,
+    staleness_checks,
+    timing_checks,
+)
+from coolsampler.testkit.acceptance.models import (
+    PAPER_MODEL_REPO,
+    QWEN25_MATH_15B,
+    count_parameters,
+    filler_tokenizer,
+    find_model,
+    hub_roots,
+    random_qwen2,
+)
+from coolsampler.testkit.acceptance.pristine import parse_patch, reverse_patch, unpatched_verl
+from coolsampler.testkit.acceptance.run import Options, run_acceptance
+from coolsampler.testkit.acceptance.summary import summary_markdown, write_summary
+from coolsampler.testkit.acceptance.world import World, make_world, say
+
+__all__ = [
+    "LOGPROB_TOL",
+    "N_STALE",
+    "PAPER_MODEL_REPO",
+    "QWEN25_MATH_15B",
+    "STALENESS_LR",
+    "TB",
+    "TIME_LIMITS",
+    "TL",
+    "WARMUP_STEPS",
+    "Arm",
+    "ArmResult",
+    "Check",
+    "Options",
+    "World",
+    "acceptance_recipe",
+    "arm_overrides",
+    "count_parameters",
+    "filler_tokenizer",
+    "find_model",
+    "hub_roots",
+    "kl_cycle_checks",
+    "logprob_checks",
+    "logprob_errors",
+    "make_world",
+    "memory_checks",
+    "parse_patch",
+    "random_qwen2",
+    "records",
+    "reverse_patch",
+    "run_acceptance",
+    "run_arm",
+    "sampler_state_checks",
+    "say",
+    "staleness_checks",
+    "summary_markdown",
+    "timing_checks",
+    "unpatched_verl",
+    "write_summary",
+]
