@@ -2,7 +2,7 @@
 
 The 1.5B recipe for a few steps through the real patched stack (``coolsampler.testkit.acceptance``);
 a summary table (check, value, limit, pass/fail) printed and written to OUT/summary.md and
-OUT/summary.json; exit 1 when a check fails.
+OUT/summary.json; exit 1 when a check fails. A GPU without bf16 stops it at once, in one line.
 
     coolsampler acceptance [--platform gpu] [--model PATH] --out DIR
     coolsampler acceptance --platform cpu --steps 4 --quick --out DIR     # the CPU stack
@@ -33,6 +33,7 @@ def _acceptance(args: argparse.Namespace) -> int:
         budget_s=args.budget_s or (570.0 if args.platform == "gpu" else 3600.0),
         logprob_seqs=args.logprob_seqs,
         sft_steps=args.sft_steps,
+        break_gate=args.break_gate,
     )
     summary = run_acceptance(opt)
     print()
@@ -50,7 +51,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     ap.add_argument("--platform", choices=("gpu", "cpu"), default="gpu")
     ap.add_argument("--out", type=Path, default=Path("results/acceptance"))
     ap.add_argument(
-        "--model", type=Path, help="a local Qwen2-family model (default: the offline HF cache, else random 1.5B)"
+        "--model",
+        type=Path,
+        help="a local Qwen2-family model (default: the offline HF cache, else a toy model warm-started here)",
     )
     ap.add_argument("--steps", type=int, default=8, help="steps of the N=4 staleness run (default 8: two cycles)")
     ap.add_argument("--timing-steps", type=int, help="steps of each timing run (default 5; cpu --quick: 4)")
@@ -59,4 +62,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     ap.add_argument("--budget-s", type=float, help="wall-clock budget of the whole check (gpu 570, cpu 3600)")
     ap.add_argument("--logprob-seqs", type=int, default=32, help="step-1 sequences recomputed with transformers")
     ap.add_argument("--sft-steps", type=int, default=100, help="cpu: SFT steps of the toy model at most")
+    # The check's self-test (tests/stack/test_acceptance.py): the staleness arm alone, with the sampler
+    # refreshed at every step; the sampler check must fail. Hidden: no machine is accepted with it.
+    ap.add_argument("--break-gate", action="store_true", help=argparse.SUPPRESS)
     ap.set_defaults(func=_acceptance)

@@ -15,6 +15,13 @@ Each fault stops the save where a preemption could:
 * ``slow-snapshot-write=<seconds>``: rank 0 sleeps that long before writing its share at every save, as a
   slow filesystem would, so the other ranks wait that long in the save's first barrier.
 
+One fault breaks the staleness gate instead, so that the acceptance check can show that its sampler
+check catches a broken gate (``coolsampler acceptance --break-gate``):
+
+* ``refresh-every-step``: wherever the gate would wake the sampler on its kept stale weights, verl's
+  driver pushes the learner's fresh weights instead; the gate's bookkeeping (``staleness/*``) is left as
+  it is, so only what the engine really holds shows the fault.
+
 Each rank appends one JSON line per save to ``COOLSAMPLER_FAULT_LOG``: its rank, the step, how long its
 whole checkpoint save took (a rank held in a barrier by a slow writer takes as long) and the timeout of
 its process group as torch holds it. Runs inside verl's processes; imports torch there.
@@ -39,6 +46,7 @@ KILL_IN_FIRST_SAVE = "kill-in-first-save"
 SLOW_WRITE = "slow-snapshot-write="
 KILL_BEFORE_TRACKER = "kill-before-tracker@"
 TORN_SAVE = "torn-save@"
+REFRESH_EVERY_STEP = "refresh-every-step"
 
 
 def _faults() -> list[str]:
@@ -136,10 +144,26 @@ def _wrap_commit() -> None:
     checkpoint_files.commit = fault_commit
 
 
+def _break_gate(module: ModuleType) -> None:
+    """In verl's driver: every "keep" push of the gate (wake on the stale weights) becomes a fresh push."""
+    trainer = module.PPOTrainerSync
+    push = trainer._push
+    if getattr(push, "_coolsampler_fault", False):
+        return
+
+    def _push(self, snapshot=None, fresh_version=None):
+        return push(self, snapshot=None if snapshot == "keep" else snapshot, fresh_version=fresh_version)
+
+    _push._coolsampler_fault = True
+    trainer._push = _push
+
+
 def install() -> None:
     if _faults():
         patch_after_import("verl.workers.engine_workers", _wrap)
         _wrap_commit()
+    if REFRESH_EVERY_STEP in _faults():
+        patch_after_import("verl.trainer.ppo.v1.trainer_sync", _break_gate)
 
 
 install()

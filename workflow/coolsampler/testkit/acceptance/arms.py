@@ -1,10 +1,15 @@
 """The acceptance's runs (arms): their run keys, verl overrides, and one run through
-``coolsampler.train.launch.run_verl`` (timeout, stall watchdog, session kill) under the memory monitor."""
+``coolsampler.train.launch.run_verl`` (timeout, stall watchdog, session kill) under the memory monitor.
+
+An arm may carry faults of ``coolsampler.testkit.faults`` (the deliberately broken gate), or be killed
+once at a checkpoint's save and resumed by the job's own machinery (``coolsampler.train.checkpoints``
+through ``run_verl``), as a preempted paper run is."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import time
@@ -16,6 +21,8 @@ from coolsampler.spec.study import Run, parse_key
 from coolsampler.spec.temperature import num
 from coolsampler.testkit.acceptance.monitor import PeakMonitor
 from coolsampler.testkit.acceptance.world import World, say
+from coolsampler.testkit.faults import FAULT_ENV, KILL_BEFORE_TRACKER
+from coolsampler.train.checkpoints import find_checkpoints
 from coolsampler.train.launch import TrainingFailed, run_verl
 from coolsampler.train.overrides import RunPaths, verl_overrides
 from coolsampler.train.platform import get_platform
@@ -43,6 +50,9 @@ class Arm:
     upstream: bool = False  # unpatched verl on PYTHONPATH
     lr: float = 2e-6
     tp: int = 1  # the sampler's tensor-parallel size (gpu platform)
+    faults: tuple[str, ...] = ()  # coolsampler.testkit.faults in every verl process of the arm
+    save_every: int = 0  # checkpoint interval (0: none)
+    kill_at: int | None = None  # the first attempt is killed at this step's save, the second resumes
 
 
 @dataclass
@@ -56,6 +66,7 @@ class ArmResult:
     gpu_total_mb: float | None = None
     error: str | None = None
     dir: Path | None = None
+    resumed: str | None = None  # the job log's line saying where the resumed attempt started
 
 
 def records(jsonl: Path) -> dict[int, dict]:
@@ -100,6 +111,7 @@ def gpu_count() -> int:
 def arm_overrides(arm: Arm, world: World, out: Path, platform: str, recipe: dict[str, Any], gpus: int) -> list[str]:
     run = acceptance_run(arm)
     paths = RunPaths(model=str(world.model), train=str(world.train), val=str(world.val), out_dir=str(out))
+    recipe = {**recipe, "save_every": arm.save_every}
     o = verl_overrides(run, paths, platform=platform, study_recipe=recipe, experiment="coolsampler-acceptance")
     if platform == "gpu":
         # the paper's runs hold 4 GPUs (tensor parallel 1 for 1.5B); this machine may have fewer
@@ -109,6 +121,48 @@ def arm_overrides(arm: Arm, world: World, out: Path, platform: str, recipe: dict
     if arm.val_every == 0:
         o = set_override(o, "trainer.val_before_train", "false")
     return o
+
+
+TAP_FILE = re.compile(r"(?:step|sampler|snapshot)_v?(\d+)(?:_replica\d+)?\.pt")
+
+
+def forget_tap_after(tap: Path, step: int) -> list[str]:
+    """Remove the tap's records of every step after ``step`` and of every sampler version after it: what a
+    killed attempt recorded beyond the checkpoint its successor resumes from. The successor trains those
+    steps again on fresh samples, and the tap keeps the first snapshot of each version it sees, so a
+    killed attempt's version would otherwise stand in for the successor's."""
+    gone = []
+    for f in sorted(tap.glob("*.pt")):
+        m = TAP_FILE.fullmatch(f.name)
+        if m and int(m[1]) > step:
+            f.unlink()
+            gone.append(f.name)
+    return gone
+
+
+def _killed_attempt(
+    arm: Arm, overrides: list[str], out: Path, env: dict[str, str], timeout_s: float, stall: float
+) -> str | None:
+    """The resume arm's first attempt, killed with its whole session at step ``arm.kill_at``'s save once
+    every file is written and before the tracker (a preemption at the worst moment of a save). Returns
+    what went wrong, or None when it was killed there."""
+    faults = [*arm.faults, f"{KILL_BEFORE_TRACKER}{arm.kill_at}"]
+    try:
+        run_verl(
+            overrides,
+            jsonl=out / "train.jsonl",
+            log=out / "train.log",
+            total_steps=arm.steps,
+            env={**env, FAULT_ENV: ",".join(faults)},
+            timeout_s=timeout_s,
+            stall_s=stall,
+            startup_s=min(timeout_s, 2 * stall),
+            on_progress=lambda s: say(f"{arm.name} (to be killed at step {arm.kill_at}'s save): {s}"),
+        )
+    except TrainingFailed as e:
+        why = str(e).splitlines()[0]
+        return None if "exited with code" in why else f"the attempt to be killed failed otherwise: {why}"
+    return f"not killed: the attempt finished without reaching step {arm.kill_at}'s save"
 
 
 def run_arm(
@@ -122,6 +176,7 @@ def run_arm(
     timeout_s: float,
     upstream_tree: Path | None = None,
 ) -> ArmResult:
+    """Train ``arm`` (with ``kill_at``: killed once, then resumed) under the memory monitor."""
     out.mkdir(parents=True, exist_ok=True)
     res = ArmResult(arm, dir=out)
     env = get_platform(platform).env()
@@ -132,21 +187,31 @@ def run_arm(
         env["COOLSAMPLER_TAP_DIR"] = str(out / "tap")
         env["COOLSAMPLER_TAP_SAMPLER"] = "0"  # the engine's weights are seen through its log-probs instead
         env["VERL_USE_EXTERNAL_MODULES"] += ",coolsampler.testkit.tap"
+    if arm.faults or arm.kill_at is not None:
+        env["VERL_USE_EXTERNAL_MODULES"] += ",coolsampler.testkit.faults"
+        env[FAULT_ENV] = ",".join(arm.faults)
     if arm.upstream:
         assert upstream_tree is not None
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(upstream_tree), os.environ.get("PYTHONPATH")]))
     stall = 300.0 if platform == "cpu" else 180.0
+    overrides = arm_overrides(arm, world, out, platform, recipe, gpus)
     mon = PeakMonitor()
     mon.start()
     t0 = time.time()
     try:
+        if arm.kill_at is not None:
+            res.error = _killed_attempt(arm, overrides, out, env, timeout_s, stall)
+            complete = find_checkpoints(out / "checkpoints", arm.N).complete
+            if res.error is None and arm.tap and complete:
+                gone = forget_tap_after(out / "tap", complete[-1])
+                say(f"{arm.name}: killed; resuming from step {complete[-1]} (tap records dropped: {len(gone)})")
         # One retry, as rule train does, of an attempt that stalled or died before its first step (on a
         # shared machine: a start-up slower than the limit, a port another job took); not of a timeout.
-        for attempt in (1, 2):
+        for attempt in (1, 2) if res.error is None else ():
             left = timeout_s - (time.time() - t0)
             try:
                 prog = run_verl(
-                    arm_overrides(arm, world, out, platform, recipe, gpus),
+                    overrides,
                     jsonl=out / "train.jsonl",
                     log=out / "train.log",
                     total_steps=arm.steps,
@@ -174,4 +239,7 @@ def run_arm(
     jsonl = out / "train.jsonl"
     if jsonl.exists():
         res.records = records(jsonl)
+    log = out / "train.log"
+    if arm.kill_at is not None and log.exists():
+        res.resumed = next((ln for ln in log.read_text().splitlines() if ": resuming from " in ln), None)
     return res

@@ -3,6 +3,7 @@ limit, pass/fail/info). The log-prob recomputations import torch and transformer
 
 from __future__ import annotations
 
+import re
 import statistics
 from dataclasses import dataclass
 from pathlib import Path
@@ -132,7 +133,9 @@ def sampler_state_checks(res: ArmResult, world: World, platform: str, max_seqs: 
     equals its version's snapshot at Tb (the platform's log-prob tolerance), steps right after a wake on
     kept weights, after a stale validation (the stale sampler pushed back) and after a refresh included;
     and the check tells versions apart (each step at most half as far from its own as from the
-    neighbouring version), which a model that learns nothing (random weights) cannot show."""
+    neighbouring version). Both are judged whatever the model: one that learns nothing leaves every
+    version equal, and a sampler check that cannot tell versions apart has tested nothing
+    (``learning_checks`` says why when that is the cause)."""
     from coolsampler.testkit.sampler_check import check_sampler_state
 
     name = f"sampler holds its snapshot at every step ({res.arm.name})"
@@ -167,14 +170,14 @@ def sampler_state_checks(res: ArmResult, world: World, platform: str, max_seqs: 
         Check(
             f"sampler versions told apart ({res.arm.name})",
             f"own / neighbouring version's mean error: at most {ratio:.2g} over {len(told)} steps",
-            ("pass" if apart else "fail") if world.kind != "random" else "info",
-            "<= 0.5" + (" (not judged: random weights learn nothing)" if world.kind == "random" else ""),
+            "pass" if apart else "fail",
+            "<= 0.5 at every step with a neighbouring version",
         )
     )
     return rows, states
 
 
-def kl_cycle_checks(res: ArmResult, world: World, states: list | None, n: int = N_STALE) -> list[Check]:
+def kl_cycle_checks(res: ArmResult, states: list | None, n: int = N_STALE) -> list[Check]:
     """The learner-sampler KL resets at each refresh and grows within each cycle: the sampler really went
     stale between refreshes and really was refreshed. Read as the learner's drift from the sampler's
     snapshot, both at the learner temperature (``StepState.drift_k3``): verl's logged KL also holds the
@@ -194,9 +197,66 @@ def kl_cycle_checks(res: ArmResult, world: World, states: list | None, n: int = 
         Check(
             name,
             f"learner vs snapshot k3 at Tl by step: {value}",
-            ("pass" if ok else "fail") if world.kind != "random" else "info",
-            "falls after each refresh, rises from a cycle's first step to its last"
-            + (" (not judged: random weights learn nothing)" if world.kind == "random" else ""),
+            "pass" if ok else "fail",
+            "falls after each refresh, rises from a cycle's first step to its last",
+        )
+    ]
+
+
+def learning_checks(res: ArmResult) -> list[Check]:
+    """The precondition of the sampler and drift checks: the arm's model learnt. Versions can differ only
+    if the learner moves, and under GRPO it moves only where a group's rewards differ (equal rewards give
+    zero advantages, hence a zero policy gradient): some step must have had a right and a wrong sample, and
+    some step a non-zero gradient. A model that cannot solve any sum (random weights) fails here, so that
+    the check never passes without having tested the gate."""
+    rec = {t: r for t, r in res.records.items() if t > 0}
+    varied = [t for t, r in sorted(rec.items()) if r.get("critic/score/max", 0.0) > r.get("critic/score/min", 0.0)]
+    grad = [t for t, r in sorted(rec.items()) if (r.get("actor/grad_norm") or 0.0) > 0.0]
+    means = " ".join(f"{r['critic/score/mean']:.2f}" for _, r in sorted(rec.items()) if "critic/score/mean" in r)
+    return [
+        Check(
+            f"the model learnt: precondition of the sampler checks ({res.arm.name})",
+            f"rewards varied at steps {varied or 'none'}, non-zero gradient at steps {grad or 'none'}"
+            f" (mean reward by step: {means or 'none logged'})",
+            "pass" if varied and grad else "fail",
+            "some step with a right and a wrong sample, some step with a gradient",
+        )
+    ]
+
+
+def resume_checks(resumed: ArmResult, straight: ArmResult) -> list[Check]:
+    """The kill-and-resume arm against the uninterrupted staleness arm: killed at a save, the run went on
+    from the checkpoint before it, inside a refresh cycle (patch 0004 restores the stale sampler there),
+    and every step it logged has the gate state the uninterrupted run logged at that step. Compared
+    exactly: version, staleness and refresh are counts, equal unless a resume loses the cycle. What the
+    sampler really held after the resume is ``sampler_state_checks`` on the resumed arm (the platform's
+    log-prob tolerance, as for the uninterrupted arm): the samples themselves are drawn afresh after a
+    resume (the engine's random state is not checkpointed), so the two arms' log-probs cannot be compared
+    sample by sample."""
+    name = f"resumed inside a cycle, gate as uninterrupted ({resumed.arm.name})"
+    if resumed.error:
+        return [Check(name, f"run failed: {resumed.error}", "fail")]
+    keys = ("staleness/sampler_version", "staleness/staleness", "staleness/refreshed")
+
+    def gate(rec: dict[int, dict], t: int) -> tuple:
+        return tuple(int(rec[t][k]) if k in rec.get(t, {}) else None for k in keys)
+
+    steps = range(1, resumed.arm.steps + 1)
+    differ = [
+        t for t in steps if gate(resumed.records, t) != gate(straight.records, t) or None in gate(resumed.records, t)
+    ]
+    m = re.search(r"resuming from the complete checkpoint of step (\d+)", resumed.resumed or "")
+    at = int(m[1]) if m else None
+    inside = at is not None and at % resumed.arm.N != 0
+    ok = inside and not differ and bool(straight.records)
+    return [
+        Check(
+            name,
+            (f"resumed from step {at}" if at is not None else "no resume in the job log")
+            + f"; steps {steps[0]}-{steps[-1]}: "
+            + ("gate state as uninterrupted" if not differ else f"differs at steps {differ}"),
+            "pass" if ok else "fail",
+            "resumed mid-cycle; sampler version, staleness, refresh equal at every step",
         )
     ]
 

@@ -1,4 +1,5 @@
-"""The acceptance's summary: a table of checks and of runs, as Markdown and JSON."""
+"""The acceptance's summary: a table of checks and of runs, as Markdown and JSON; the failed checks named
+first, so that a failure says what failed without reading the table."""
 
 from __future__ import annotations
 
@@ -8,14 +9,17 @@ from typing import Any
 
 
 def summary_markdown(s: dict[str, Any]) -> str:
+    failed = [c["name"] for c in s["checks"] if c["status"] == "fail"]
     lines = [
         f"# Acceptance ({s['platform']} platform): {'PASSED' if s['passed'] else 'FAILED'}",
         "",
         f"Model: {s['model']['label']}",
         "",
     ]
-    if s["model"]["kind"] == "random":
-        lines += ["**WARNING: no real model was available offline; the weights are random.**", ""]
+    if s.get("broken_gate"):
+        lines += ["**The gate was deliberately broken (the sampler refreshed at every step): this run must FAIL.**", ""]
+    if failed:
+        lines += ["Failed: " + "; ".join(failed), ""]
     lines += [
         f"Wall time {s['wall_s']:.0f} s; GPUs {s['gpus']}.",
         "",
