@@ -390,3 +390,16 @@ def test_a_gpu_without_bf16_stops_the_check_before_any_engine(tmp_path, monkeypa
     (check,) = summary["checks"]
     assert check["name"] == "GPUs have bf16" and "Tesla V100-SXM2-32GB" in check["value"]
     assert "compute capability 7.0" in (tmp_path / "summary.md").read_text()
+
+
+def test_the_toy_model_sizes():
+    """The CPU toy model is the smoke study's and the rehearsal's, unchanged; the GPU one, the acceptance's
+    own model where none is cached, has a head size GPU attention kernels take and Qwen2.5-Math's positions."""
+    from coolsampler.testkit import toy
+
+    n = len(toy.REHEARSAL_VOCAB)
+    cpu, gpu = (toy.build_model("unused", vocab_size=n, size=s) for s in ("cpu", "gpu"))
+    assert sum(p.numel() for p in cpu.parameters()) == 162_496
+    assert (cpu.config.hidden_size, cpu.config.num_hidden_layers, cpu.config.head_dim) == (64, 3, 32)
+    assert sum(p.numel() for p in gpu.parameters()) == 3_420_160
+    assert (gpu.config.head_dim, gpu.config.max_position_embeddings) == (64, 4096)

@@ -1,7 +1,7 @@
 """The acceptance check of a machine: the 1.5B recipe for a few steps through the real stack, one command.
 
-``workflow/scripts/gpu_acceptance.py`` is its CLI. On the first machine with a GPU it answers, in under
-ten minutes, whether the patched stack does there what the CPU tests show it does here:
+``coolsampler acceptance`` is its CLI. On the first machine with a GPU it answers, in under ten minutes,
+whether the patched stack does there what the CPU tests show it does here:
 
 * staleness: at refresh interval N=4 the logged ``staleness/staleness`` is (t-1) mod 4 and the sampler is
   refreshed only after steps that are multiples of 4 (patch 0001), with validation between refreshes;
@@ -15,7 +15,13 @@ ten minutes, whether the patched stack does there what the CPU tests show it doe
   never dumped, which verl's GPU worker extension cannot do), and differ from the neighbouring
   version's; the learner-sampler KL resets at each refresh and grows within a cycle. The staleness arm
   trains at ``STALENESS_LR`` so that a cycle moves the learner further than bf16's rounding; with two or
-  more GPUs a second staleness arm runs the sampler at tensor-parallel size 2;
+  more GPUs a second staleness arm runs the sampler at tensor-parallel size 2. These checks are judged
+  always, behind a precondition that is itself judged: the model learnt (some step's rewards varied, some
+  step's gradient was non-zero). A model that learns nothing leaves every sampler version equal, and a
+  check that passed then would have tested nothing;
+* resume (patch 0004): a run killed at a checkpoint's save resumes inside a refresh cycle with the stale
+  sampler restored: its gate state equals the uninterrupted arm's at every step, and its sampler holds
+  version 0 after the resume;
 * step time: refresh every step (N=1) vs every 8 steps (N=8) vs unpatched verl 0.9.1 at N=1 (the
   installed patched tree with the patches reverse-applied, put first on PYTHONPATH, as the real-stack
   tests do with ``tests.stack.pristine_verl``); medians of the steps after warm-up, as ratios;
@@ -23,13 +29,17 @@ ten minutes, whether the patched stack does there what the CPU tests show it doe
   not visible) and peak host memory (the summed PSS of the run's process session, from /proc).
 
 Models: ``--model``, else the first Qwen2-family snapshot in the offline Hugging Face cache (the paper's
-Qwen2.5-Math-1.5B first), else a randomly initialised model with Qwen2.5-Math-1.5B's architecture
-(``QWEN25_MATH_15B``; the summary says so). On the ``cpu`` platform: the rehearsal's toy Qwen2
-(``coolsampler.testkit.toy``), so that the script itself is tested on the CPU stack. Data: toy sums in GSM8K's
-format (``coolsampler.testkit.toy.write_rehearsal_task``).
+Qwen2.5-Math-1.5B first), else a toy Qwen2 of GPU size warm-started on the sums in seconds (the summary
+says so). On the ``cpu`` platform: the rehearsal's toy Qwen2 (``coolsampler.testkit.toy``), so that the
+script itself is tested on the CPU stack. Data: toy sums in GSM8K's format
+(``coolsampler.testkit.toy.write_rehearsal_task``).
+
+Before any engine is built, a GPU without bf16 stops the check with one line
+(``coolsampler.worker.gpu_check``). ``Options.break_gate`` (the CLI's hidden ``--break-gate``) is the
+check's self-test: the sampler refreshed at every step, which must fail the sampler check.
 
 Every run goes through ``coolsampler.train.launch.run_verl`` (timeout, stall watchdog, session kill). This
-module imports neither verl, vLLM nor torch at import time (the log-prob and model code import torch
+package imports neither verl, vLLM nor torch at import time (the log-prob and model code import torch
 when they run).
 
 The package holds one module per concern: ``models`` (which model), ``world`` (model and data),

@@ -29,13 +29,16 @@ class World:
     val: Path
 
 
-# The GPU-sized toy model's warm start: a greedy accuracy that leaves both right and wrong samples in most
-# groups at Tb (GRPO learns only from groups whose rewards differ), within a step cap that a GPU runs in
-# seconds (the step costs milliseconds there; measured on the CPU, where it is ~1 s).
-GPU_TOY_TARGET_ACC, GPU_TOY_MAX_STEPS, GPU_TOY_LR = 0.5, 1000, 1e-3
+# The GPU-sized toy model's warm start: the greedy accuracy the CPU toy model is warm-started to here (at
+# Tb, right and wrong samples then share most groups, and GRPO learns only from groups whose rewards
+# differ), within a step cap a GPU runs in well under a minute (a step of a 3.4M-parameter model on 256
+# short sums: milliseconds; the tokenising in Python dominates). Measured on the CPU only, beside other
+# jobs (~1.6 s a step): at lr 1e-3 the loss falls from 0.67 to 0.46 and greedy accuracy reaches 2 % in
+# 150 steps, about as the CPU toy model does at 3e-3 in 100. Not yet run on a GPU.
+GPU_TOY_TARGET_ACC, GPU_TOY_MAX_STEPS, GPU_TOY_LR = 0.3, 1500, 1e-3
 
 
-def make_world(platform: str, root: Path, model: Path | None, *, sft_steps: int = 100) -> World:
+def make_world(platform: str, root: Path, model: Path | None, *, sft_steps: int = 400) -> World:
     """Model and data for the runs (reused when ``root`` holds them from an earlier call)."""
     from coolsampler.testkit import toy
 
