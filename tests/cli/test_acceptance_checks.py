@@ -354,25 +354,35 @@ def test_the_plan_has_a_resume_arm_and_the_broken_gate_runs_the_staleness_arm_al
     assert broken.name == "staleness" and broken.faults == ("refresh-every-step",) and broken.tap
 
 
-def test_the_broken_gate_fault_turns_every_keep_push_into_a_fresh_one():
-    """``refresh-every-step`` in verl's driver: the gate's "keep" (wake on the stale weights) becomes a
-    fresh push; the refresh's "save", the validation's fresh push and its "load" stay as they are."""
+def test_the_broken_gate_fault_pushes_the_fresh_learner_after_every_step_but_a_refresh():
+    """``refresh-every-step`` in verl's driver: after the gate's own step end (its metrics, its refresh or
+    its wake on the stale weights), a push of the learner's weights without the snapshot, except after
+    a refresh, which pushed them already."""
     from types import SimpleNamespace
 
     from coolsampler.testkit import faults
 
-    pushed = []
+    calls = []
 
     class PPOTrainerSync:
+        global_steps = 0
+
+        def _refresh_interval(self):
+            return 4
+
         def _push(self, snapshot=None, fresh_version=None):
-            pushed.append((snapshot, fresh_version))
+            calls.append(("push", snapshot))
+
+        def on_step_end(self):
+            calls.append(("gate", self.global_steps))
 
     faults._break_gate(SimpleNamespace(PPOTrainerSync=PPOTrainerSync))
     faults._break_gate(SimpleNamespace(PPOTrainerSync=PPOTrainerSync))  # wrapped once only
     t = PPOTrainerSync()
-    for snap in ("keep", "save", None, "load"):
-        t._push(snapshot=snap, fresh_version=4 if snap == "save" else None)
-    assert pushed == [(None, None), ("save", 4), (None, None), ("load", None)]
+    for step in (1, 4, 5):
+        t.global_steps = step
+        t.on_step_end()
+    assert calls == [("gate", 1), ("push", None), ("gate", 4), ("gate", 5), ("push", None)]
 
 
 def test_a_gpu_without_bf16_stops_the_check_before_any_engine(tmp_path, monkeypatch):

@@ -18,9 +18,9 @@ Each fault stops the save where a preemption could:
 One fault breaks the staleness gate instead, so that the acceptance check can show that its sampler
 check catches a broken gate (``coolsampler acceptance --break-gate``):
 
-* ``refresh-every-step``: wherever the gate would wake the sampler on its kept stale weights, verl's
-  driver pushes the learner's fresh weights instead; the gate's bookkeeping (``staleness/*``) is left as
-  it is, so only what the engine really holds shows the fault.
+* ``refresh-every-step``: after every step that is not a refresh, verl's driver pushes the learner's
+  fresh weights to the sampler; the gate's bookkeeping (``staleness/*``) and its snapshot are left as
+  they are, so only what the engine really holds shows the fault.
 
 Each rank appends one JSON line per save to ``COOLSAMPLER_FAULT_LOG``: its rank, the step, how long its
 whole checkpoint save took (a rank held in a barrier by a slow writer takes as long) and the timeout of
@@ -145,17 +145,23 @@ def _wrap_commit() -> None:
 
 
 def _break_gate(module: ModuleType) -> None:
-    """In verl's driver: every "keep" push of the gate (wake on the stale weights) becomes a fresh push."""
+    """In verl's driver: after every step that is not a refresh, the learner's fresh weights are pushed to
+    the sampler (without touching the gate's snapshot), where the gate would keep it stale: through a
+    "keep" wake where the engine sleeps between steps, and where it does not (the CPU platform), instead
+    of nothing. A stale validation still restores the snapshot, so the sampler is stale again for the
+    step after it."""
     trainer = module.PPOTrainerSync
-    push = trainer._push
-    if getattr(push, "_coolsampler_fault", False):
+    on_step_end = trainer.on_step_end
+    if getattr(on_step_end, "_coolsampler_fault", False):
         return
 
-    def _push(self, snapshot=None, fresh_version=None):
-        return push(self, snapshot=None if snapshot == "keep" else snapshot, fresh_version=fresh_version)
+    def broken_on_step_end(self):
+        on_step_end(self)
+        if self.global_steps % self._refresh_interval() != 0:
+            self._push(snapshot=None)
 
-    _push._coolsampler_fault = True
-    trainer._push = _push
+    broken_on_step_end._coolsampler_fault = True
+    trainer.on_step_end = broken_on_step_end
 
 
 def install() -> None:
