@@ -5,7 +5,7 @@ a summary table (check, value, limit, pass/fail) printed and written to OUT/summ
 OUT/summary.json; exit 1 when a check fails. A GPU without bf16 stops it at once, in one line.
 
     coolsampler acceptance [--platform gpu] [--model PATH] --out DIR
-    coolsampler acceptance --platform cpu --steps 4 --quick --out DIR     # the CPU stack
+    coolsampler acceptance --platform cpu --steps 6 --timing-steps 0 --out DIR   # the CPU stack
 
 On a GPU machine run it inside the project image (or any environment with the patched verl wheel), from
 a checkout of this repository (the test kit is not in the image). ``--budget-s`` bounds the whole check.

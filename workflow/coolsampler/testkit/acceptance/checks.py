@@ -241,7 +241,7 @@ def resume_checks(resumed: ArmResult, straight: ArmResult) -> list[Check]:
     def gate(rec: dict[int, dict], t: int) -> tuple:
         return tuple(int(rec[t][k]) if k in rec.get(t, {}) else None for k in keys)
 
-    steps = range(1, resumed.arm.steps + 1)
+    steps = range(1, min(resumed.arm.steps, straight.arm.steps) + 1)  # --steps may be shorter
     differ = [
         t for t in steps if gate(resumed.records, t) != gate(straight.records, t) or None in gate(resumed.records, t)
     ]

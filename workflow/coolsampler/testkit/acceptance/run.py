@@ -80,7 +80,7 @@ def arms(opt: Options, gpus: int = 0) -> list[Arm]:
             Arm(
                 "resume",
                 N_STALE,
-                min(RESUME_STEPS, opt.steps),
+                RESUME_STEPS,
                 0,
                 tap=True,
                 lr=STALENESS_LR,
