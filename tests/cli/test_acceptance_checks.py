@@ -413,3 +413,31 @@ def test_the_toy_model_sizes():
     assert (cpu.config.hidden_size, cpu.config.num_hidden_layers, cpu.config.head_dim) == (64, 3, 32)
     assert sum(p.numel() for p in gpu.parameters()) == 3_420_160
     assert (gpu.config.head_dim, gpu.config.max_position_embeddings) == (64, 4096)
+
+
+def test_the_undone_restore_fault_gives_a_resumed_sampler_the_learner():
+    """``fresh-sampler-on-resume``: resumed inside a cycle (step 2 at N=4) the sampler gets the learner's
+    weights (no snapshot), the bookkeeping still says version 0; at a cycle's start nothing changes."""
+    from types import SimpleNamespace
+
+    from coolsampler.testkit import faults
+
+    calls = []
+
+    class PPOTrainerSync:
+        def _refresh_interval(self):
+            return 4
+
+        def _push(self, snapshot=None, fresh_version=None):
+            calls.append((snapshot, fresh_version))
+
+        def on_init_end(self):
+            calls.append(("patched", self.global_steps))
+
+    faults._undo_restore(SimpleNamespace(PPOTrainerSync=PPOTrainerSync))
+    t = PPOTrainerSync()
+    for step in (0, 2, 4):
+        t.global_steps = step
+        t.on_init_end()
+    assert calls == [("patched", 0), (None, 0), ("patched", 4)]
+    assert t.sampler_version == 0

@@ -20,7 +20,10 @@ check catches a broken gate (``coolsampler acceptance --break-gate``):
 
 * ``refresh-every-step``: after every step that is not a refresh, verl's driver pushes the learner's
   fresh weights to the sampler; the gate's bookkeeping (``staleness/*``) and its snapshot are left as
-  they are, so only what the engine really holds shows the fault.
+  they are, so only what the engine really holds shows the fault;
+* ``fresh-sampler-on-resume``: a run resumed inside a refresh cycle gives the sampler the checkpointed
+  learner's weights, as upstream verl does, instead of the stale snapshot saved with the checkpoint
+  (patch 0004's restore undone); the bookkeeping again says stale.
 
 Each rank appends one JSON line per save to ``COOLSAMPLER_FAULT_LOG``: its rank, the step, how long its
 whole checkpoint save took (a rank held in a barrier by a slow writer takes as long) and the timeout of
@@ -47,6 +50,7 @@ SLOW_WRITE = "slow-snapshot-write="
 KILL_BEFORE_TRACKER = "kill-before-tracker@"
 TORN_SAVE = "torn-save@"
 REFRESH_EVERY_STEP = "refresh-every-step"
+FRESH_ON_RESUME = "fresh-sampler-on-resume"
 
 
 def _faults() -> list[str]:
@@ -164,12 +168,32 @@ def _break_gate(module: ModuleType) -> None:
     trainer.on_step_end = broken_on_step_end
 
 
+def _undo_restore(module: ModuleType) -> None:
+    """In verl's driver: on a resume inside a cycle, push the learner where patch 0004 loads the snapshot."""
+    trainer = module.PPOTrainerSync
+    on_init_end = trainer.on_init_end
+    if getattr(on_init_end, "_coolsampler_fault", False):
+        return
+
+    def fresh_on_init_end(self):
+        stale = self.global_steps % self._refresh_interval()
+        if not stale:
+            return on_init_end(self)
+        self._push(snapshot=None, fresh_version=self.global_steps - stale)
+        self.sampler_version = self.global_steps - stale
+
+    fresh_on_init_end._coolsampler_fault = True
+    trainer.on_init_end = fresh_on_init_end
+
+
 def install() -> None:
     if _faults():
         patch_after_import("verl.workers.engine_workers", _wrap)
         _wrap_commit()
     if REFRESH_EVERY_STEP in _faults():
         patch_after_import("verl.trainer.ppo.v1.trainer_sync", _break_gate)
+    if FRESH_ON_RESUME in _faults():
+        patch_after_import("verl.trainer.ppo.v1.trainer_sync", _undo_restore)
 
 
 install()
