@@ -2,10 +2,10 @@
 
 The 1.5B recipe for a few steps through the real patched stack (``coolsampler.testkit.acceptance``);
 a summary table (check, value, limit, pass/fail) printed and written to OUT/summary.md and
-OUT/summary.json; exit 1 when a check fails.
+OUT/summary.json; exit 1 when a check fails. A GPU without bf16 stops it at once, in one line.
 
     coolsampler acceptance [--platform gpu] [--model PATH] --out DIR
-    coolsampler acceptance --platform cpu --steps 4 --quick --out DIR     # the CPU stack
+    coolsampler acceptance --platform cpu --steps 6 --timing-steps 0 --out DIR   # the CPU stack
 
 On a GPU machine run it inside the project image (or any environment with the patched verl wheel), from
 a checkout of this repository (the test kit is not in the image). ``--budget-s`` bounds the whole check.
@@ -27,12 +27,15 @@ def _acceptance(args: argparse.Namespace) -> int:
         out=args.out,
         model=args.model,
         steps=args.steps,
-        timing_steps=args.timing_steps or (4 if args.quick and args.platform == "cpu" else 5),
+        timing_steps=(4 if args.quick and args.platform == "cpu" else 5)
+        if args.timing_steps is None
+        else args.timing_steps,
         quick=args.quick,
         response_length=args.response_length,
         budget_s=args.budget_s or (570.0 if args.platform == "gpu" else 3600.0),
         logprob_seqs=args.logprob_seqs,
         sft_steps=args.sft_steps,
+        break_gate=args.break_gate,
     )
     summary = run_acceptance(opt)
     print()
@@ -50,13 +53,27 @@ def register(sub: argparse._SubParsersAction) -> None:
     ap.add_argument("--platform", choices=("gpu", "cpu"), default="gpu")
     ap.add_argument("--out", type=Path, default=Path("results/acceptance"))
     ap.add_argument(
-        "--model", type=Path, help="a local Qwen2-family model (default: the offline HF cache, else random 1.5B)"
+        "--model",
+        type=Path,
+        help="a local Qwen2-family model (default: the offline HF cache, else a toy model warm-started here)",
     )
     ap.add_argument("--steps", type=int, default=8, help="steps of the N=4 staleness run (default 8: two cycles)")
-    ap.add_argument("--timing-steps", type=int, help="steps of each timing run (default 5; cpu --quick: 4)")
+    ap.add_argument(
+        "--timing-steps",
+        type=int,
+        help="steps of each timing run (default 5; cpu --quick: 4; 0: no timing runs, which fails on gpu)",
+    )
     ap.add_argument("--quick", action="store_true", help="skip the unpatched-verl timing run")
     ap.add_argument("--response-length", type=int, default=256, help="gpu: max response tokens (task: 512)")
     ap.add_argument("--budget-s", type=float, help="wall-clock budget of the whole check (gpu 570, cpu 3600)")
     ap.add_argument("--logprob-seqs", type=int, default=32, help="step-1 sequences recomputed with transformers")
-    ap.add_argument("--sft-steps", type=int, default=100, help="cpu: SFT steps of the toy model at most")
+    ap.add_argument(
+        "--sft-steps",
+        type=int,
+        default=400,
+        help="cpu: SFT steps of the toy model at most (it stops at 30%% greedy accuracy)",
+    )
+    # The check's self-test (tests/stack/test_acceptance.py): the staleness arm alone, with the sampler
+    # refreshed at every step; the sampler check must fail. Hidden: no machine is accepted with it.
+    ap.add_argument("--break-gate", action="store_true", help=argparse.SUPPRESS)
     ap.set_defaults(func=_acceptance)

@@ -15,6 +15,16 @@ Each fault stops the save where a preemption could:
 * ``slow-snapshot-write=<seconds>``: rank 0 sleeps that long before writing its share at every save, as a
   slow filesystem would, so the other ranks wait that long in the save's first barrier.
 
+One fault breaks the staleness gate instead, so that the acceptance check can show that its sampler
+check catches a broken gate (``coolsampler acceptance --break-gate``):
+
+* ``refresh-every-step``: after every step that is not a refresh, verl's driver pushes the learner's
+  fresh weights to the sampler; the gate's bookkeeping (``staleness/*``) and its snapshot are left as
+  they are, so only what the engine really holds shows the fault;
+* ``fresh-sampler-on-resume``: a run resumed inside a refresh cycle gives the sampler the checkpointed
+  learner's weights, as upstream verl does, instead of the stale snapshot saved with the checkpoint
+  (patch 0004's restore undone); the bookkeeping again says stale.
+
 Each rank appends one JSON line per save to ``COOLSAMPLER_FAULT_LOG``: its rank, the step, how long its
 whole checkpoint save took (a rank held in a barrier by a slow writer takes as long) and the timeout of
 its process group as torch holds it. Runs inside verl's processes; imports torch there.
@@ -39,6 +49,8 @@ KILL_IN_FIRST_SAVE = "kill-in-first-save"
 SLOW_WRITE = "slow-snapshot-write="
 KILL_BEFORE_TRACKER = "kill-before-tracker@"
 TORN_SAVE = "torn-save@"
+REFRESH_EVERY_STEP = "refresh-every-step"
+FRESH_ON_RESUME = "fresh-sampler-on-resume"
 
 
 def _faults() -> list[str]:
@@ -136,10 +148,52 @@ def _wrap_commit() -> None:
     checkpoint_files.commit = fault_commit
 
 
+def _break_gate(module: ModuleType) -> None:
+    """In verl's driver: after every step that is not a refresh, the learner's fresh weights are pushed to
+    the sampler (without touching the gate's snapshot), where the gate would keep it stale: through a
+    "keep" wake where the engine sleeps between steps, and where it does not (the CPU platform), instead
+    of nothing. A stale validation still restores the snapshot, so the sampler is stale again for the
+    step after it."""
+    trainer = module.PPOTrainerSync
+    on_step_end = trainer.on_step_end
+    if getattr(on_step_end, "_coolsampler_fault", False):
+        return
+
+    def broken_on_step_end(self):
+        on_step_end(self)
+        if self.global_steps % self._refresh_interval() != 0:
+            self._push(snapshot=None)
+
+    broken_on_step_end._coolsampler_fault = True
+    trainer.on_step_end = broken_on_step_end
+
+
+def _undo_restore(module: ModuleType) -> None:
+    """In verl's driver: on a resume inside a cycle, push the learner where patch 0004 loads the snapshot."""
+    trainer = module.PPOTrainerSync
+    on_init_end = trainer.on_init_end
+    if getattr(on_init_end, "_coolsampler_fault", False):
+        return
+
+    def fresh_on_init_end(self):
+        stale = self.global_steps % self._refresh_interval()
+        if not stale:
+            return on_init_end(self)
+        self._push(snapshot=None, fresh_version=self.global_steps - stale)
+        self.sampler_version = self.global_steps - stale
+
+    fresh_on_init_end._coolsampler_fault = True
+    trainer.on_init_end = fresh_on_init_end
+
+
 def install() -> None:
     if _faults():
         patch_after_import("verl.workers.engine_workers", _wrap)
         _wrap_commit()
+    if REFRESH_EVERY_STEP in _faults():
+        patch_after_import("verl.trainer.ppo.v1.trainer_sync", _break_gate)
+    if FRESH_ON_RESUME in _faults():
+        patch_after_import("verl.trainer.ppo.v1.trainer_sync", _undo_restore)
 
 
 install()

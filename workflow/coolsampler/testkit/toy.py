@@ -139,20 +139,42 @@ def build_tokenizer(out_dir: str | Path, vocab: list[str] = VOCAB):
     return tok
 
 
-def build_model(out_dir: str | Path, *, seed: int = 0, vocab_size: int = len(VOCAB)):
+# The toy model's shapes. "cpu": the smoke study's and the rehearsal's (~0.2M parameters). "gpu": the
+# acceptance check's own model on a GPU machine with no model cached: the same recipe, wide enough for
+# bf16 kernels (head_dim 64, a size every GPU attention backend of vLLM supports) and still warm-started
+# in seconds (~3.4M parameters); as many positions as Qwen2.5-Math (4096), so any of the paper recipe's
+# prompt and response lengths fit.
+TOY_SIZES: dict[str, dict[str, int]] = {
+    "cpu": {
+        "hidden_size": 64,
+        "intermediate_size": 192,
+        "num_hidden_layers": 3,
+        "num_attention_heads": 2,
+        "num_key_value_heads": 2,
+        "head_dim": 32,
+        "max_position_embeddings": 128,
+    },
+    "gpu": {
+        "hidden_size": 256,
+        "intermediate_size": 768,
+        "num_hidden_layers": 4,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 4,
+        "head_dim": 64,
+        "max_position_embeddings": 4096,
+    },
+}
+
+
+def build_model(out_dir: str | Path, *, seed: int = 0, vocab_size: int = len(VOCAB), size: str = "cpu"):
+    """A randomly initialised toy Qwen2 of ``size`` (``TOY_SIZES``), on the CPU."""
     import torch
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
     torch.manual_seed(seed)
     cfg = Qwen2Config(
         vocab_size=vocab_size,
-        hidden_size=64,
-        intermediate_size=192,
-        num_hidden_layers=3,
-        num_attention_heads=2,
-        num_key_value_heads=2,
-        head_dim=32,
-        max_position_embeddings=128,
+        **TOY_SIZES[size],
         tie_word_embeddings=True,
         bos_token_id=1,
         eos_token_id=2,
@@ -172,6 +194,8 @@ def sft_warm_start(
     seed: int = 0,
     log=print,
     rehearsal: bool = False,
+    size: str = "cpu",
+    device: str = "cpu",
 ) -> dict:
     """Create tokenizer + model, train on the task to about ``target_acc`` greedy accuracy, save.
 
@@ -180,6 +204,9 @@ def sft_warm_start(
 
     Stops early at ``target_acc``: the paper starts RL from a model that already solves part of
     the task, and GRPO needs groups with mixed outcomes to learn anything.
+
+    ``size`` and ``device``: the acceptance check's GPU-sized model, trained on the GPU (``TOY_SIZES``);
+    the defaults make the CPU toy model exactly as before. Saved on the CPU in fp32 either way.
     """
     import torch
 
@@ -190,7 +217,7 @@ def sft_warm_start(
     out.mkdir(parents=True, exist_ok=True)
     vocab = REHEARSAL_VOCAB if rehearsal else VOCAB
     tok = build_tokenizer(out, vocab)
-    model = build_model(out, seed=seed, vocab_size=len(vocab))
+    model = build_model(out, seed=seed, vocab_size=len(vocab), size=size).to(device)
     fmt_rng = random.Random(seed + 2)
     rng = random.Random(seed + 1)
     eos = tok.eos_token_id
@@ -214,8 +241,8 @@ def sft_warm_start(
             seqs.append(qi + ai)
             masks.append([0] * len(qi) + [1] * len(ai))
         width = max(map(len, seqs))
-        ids = torch.tensor([s + [0] * (width - len(s)) for s in seqs])
-        m = torch.tensor([mm + [0] * (width - len(mm)) for mm in masks], dtype=torch.float32)
+        ids = torch.tensor([s + [0] * (width - len(s)) for s in seqs], device=device)
+        m = torch.tensor([mm + [0] * (width - len(mm)) for mm in masks], dtype=torch.float32, device=device)
         logits = model(input_ids=ids).logits[:, :-1]
         nll = torch.nn.functional.cross_entropy(
             logits.reshape(-1, logits.shape[-1]), ids[:, 1:].reshape(-1), reduction="none"
@@ -230,7 +257,7 @@ def sft_warm_start(
             log(f"sft step {step}/{steps} loss {loss.item():.3f} greedy acc {acc:.3f} ({time.time() - t0:.0f}s)")
             if acc >= target_acc:
                 break
-    model.save_pretrained(out, safe_serialization=True)
+    model.to("cpu").save_pretrained(out, safe_serialization=True)
     info = {
         "greedy_acc": acc,
         "sft_steps": history[-1]["step"],
@@ -249,7 +276,7 @@ def greedy_accuracy(model, tok, problems: list[tuple[str, str]], max_new: int = 
     with torch.no_grad():
         qs = [tok.encode(q) for q, _ in problems]
         width = max(map(len, qs))  # left-pad: problems differ in length ("7+12=" vs "512+999=")
-        ids = torch.tensor([[0] * (width - len(q)) + q for q in qs])
+        ids = torch.tensor([[0] * (width - len(q)) + q for q in qs], device=model.device)
         attn = (ids != 0).long()
         out = model.generate(
             input_ids=ids,
