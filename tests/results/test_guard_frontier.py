@@ -60,7 +60,7 @@ def test_the_study_states_its_criterion_before_its_runs() -> None:
     for part in ("C1", "C2", "C3"):
         assert part in text
     kinds = [r.refresh for r in STUDY.runs]
-    assert kinds.count("fixed") == 12 and kinds.count("guard") == 6  # 4 N and 2 thresholds, 3 seeds each
+    assert kinds.count("fixed") == 8 and kinds.count("guard") == 4  # 4 N and 2 thresholds, 2 seeds each
     assert sorted({r.N for r in STUDY.runs if r.refresh == "fixed"}) == [4, 8, 16, 32]
     assert {r.guard.threshold for r in STUDY.runs if r.guard} == {0.1, 0.05}
     # every claim checks runs of the study, and each threshold has its three parts
@@ -73,13 +73,13 @@ def test_frontier_table_by_hand() -> None:
     data = _world()
     entries = [(d.run.settings(), d.metrics, d.status) for d in data.values()]
     t = frontier_table(entries)
-    assert len(t) == 18
+    assert len(t) == 12
     n8 = t[t["arm"] == "N=8"]
-    assert list(n8["refreshes"]) == [8, 8, 8] and list(n8["interval"]) == [8.0] * 3
-    assert not n8["degraded"].any() and n8["whole"].tolist() == pytest.approx([0.6] * 3)
+    assert list(n8["refreshes"]) == [8, 8] and list(n8["interval"]) == [8.0] * 2
+    assert not n8["degraded"].any() and n8["whole"].tolist() == pytest.approx([0.6] * 2)
     assert t[t["arm"] == "N=16"]["degraded"].all()
     g = t[t["arm"] == "guard probs_diff>0.1"]
-    assert list(g["refreshes"]) == [4, 4, 4] and list(g["interval"]) == [16.0] * 3  # 13, 26, 39, 52
+    assert list(g["refreshes"]) == [4, 4] and list(g["interval"]) == [16.0] * 2  # 13, 26, 39, 52
     arms = frontier_arms(t)
     assert list(arms["arm"]) == ["N=4", "N=8", "N=16", "N=32", "guard probs_diff>0.05", "guard probs_diff>0.1"]
     assert list(arms["degraded"]) == [0.0, 0.0, 1.0, 1.0, 0.0, 0.0]
@@ -97,7 +97,7 @@ def test_the_guard_that_meets_the_criterion() -> None:
 def test_each_part_can_fail() -> None:
     # C1: the guard's runs degrade
     v = _verdicts(_world(guard_collapse=True))
-    assert v["c1-guard10-none-degrade"].verdict == "differs" and v["c1-guard10-none-degrade"].value == 3
+    assert v["c1-guard10-none-degrade"].verdict == "differs" and v["c1-guard10-none-degrade"].value == 2
     # C2: refreshed at 10, 20, ..., 60: 64 / 6 = 10.67 steps, 1.33 x N* = 8 < 1.5
     v = _verdicts(_world(guard_every=10))
     assert v["c2-guard10-interval"].verdict == "differs"
