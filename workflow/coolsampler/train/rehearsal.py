@@ -27,9 +27,11 @@ These run in a one-process shape (one learner rank, one sampler). The rehearsal'
 (``two_rank_study``) runs the fewest arms that reach every rank-, replica- and sleep-dependent path of
 a paper run, on the ``cpu-2rank`` platform (``coolsampler.train.platform.CPU_TWO_RANK``): the
 staleness gate refreshing inside the run, the sampler temperature's controller, μ-GRPO, checkpoints
-and their resume. One more substitution there: the refresh interval N is scaled down to
-``TWO_RANK_N`` so that refreshes, a stale validation and a checkpoint inside a cycle fit in
-``TWO_RANK_STEPS`` steps. No verl, vLLM or torch here.
+and their resume, and the staleness guard (``two_rank_guard_arm``: a run refreshed by
+``TWO_RANK_GUARD``, which fires at its checkpoint of step 3). One more substitution there: the refresh
+interval N is scaled down to ``TWO_RANK_N`` (the guard's to ``TWO_RANK_GUARD_N``) so that refreshes, a
+stale validation and a checkpoint inside a cycle fit in ``TWO_RANK_STEPS`` steps. No verl, vLLM or
+torch here.
 """
 
 from __future__ import annotations
