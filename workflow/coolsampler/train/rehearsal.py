@@ -117,11 +117,11 @@ TWO_RANK_DIR = "two-rank"  # below the rehearsal's results
 
 # The two-rank guard arm: the staleness guard's whole path (its signal read from the step's reduced
 # metrics in the driver, the decision, the push on both ranks, the gate's state in the checkpoint, the
-# resume) in six steps. N 4 is its longest interval; min 3 keeps it from firing before step 3, and its
-# threshold, far below any learner-sampler gap after two learner steps (fp32 on both sides), makes it
-# fire as soon as min allows: at 3 (a checkpoint, where the rehearsal kills and resumes it) and 6.
-# A fixed N=4 gate would refresh at 4 only. What the rehearsal checks is the mechanism, not the
-# guard's judgement (config/guard.yaml measures that).
+# resume) in six steps. N 4 is its longest interval and min 3 keeps it from firing before step 3. Its
+# threshold is below even the fp32 noise of a fresh sampler (|pi - q| measured 2e-7 there, 2e-5 to 3e-4
+# one or two learner steps stale, 2026-12-04), so it fires as soon as min allows: at 3 (a checkpoint,
+# where the rehearsal kills and resumes it) and 6, where a fixed N=4 gate refreshes at 4 only. What the
+# rehearsal checks is the mechanism, not the guard's judgement (config/guard.yaml measures that).
 TWO_RANK_GUARD_N = 4
 TWO_RANK_GUARD = GuardSpec("probs_diff", 1e-9, window=1, min=3)
 
