@@ -54,11 +54,7 @@ from pathlib import Path
 import yaml
 
 from coolsampler.spec.study import KEY_WILDCARD_RE, StudyError, study_from_dict
-from coolsampler.train.overrides import (
-    NotWiredError,
-    check_extra_overrides,
-    check_wired,
-)
+from coolsampler.train.overrides import check_extra_overrides
 from coolsampler.train.paths import SMOKE_STUDY
 
 # The study: --configfile names one; with none, the smoke study. Validated before any job exists.
@@ -77,15 +73,6 @@ try:
     )
 except StudyError as err:
     raise WorkflowError(f"invalid study config: {err}") from None
-# A staleness guard or a fixed refresh schedule (coolsampler.spec.guard) is not wired into patch 0001 yet:
-# such a run would train as a plain N run under a key that says otherwise, so the study trains nothing.
-if not ANALYSIS_ONLY:
-    try:
-        for _run in STUDY.runs:
-            check_wired(_run)
-    except NotWiredError as err:
-        raise WorkflowError(f"{STUDY.name}: {err}") from None
-
 R = str(STUDY.results)
 PLATFORM = config.get("profile", "cpu")
 

@@ -1,5 +1,6 @@
 """A study with a staleness guard and a schedule: ``plan`` and ``status`` name them, ``plan`` says how
-it costs them, and nothing builds verl's overrides for them until the guard is wired into the stack."""
+it costs them, verl's overrides carry them to the refresh gate (coolsampler.worker.refresh), and a
+dry run plans their training."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import yaml
 
 from coolsampler.cli import main
 from coolsampler.spec.study import load_study
-from coolsampler.train.overrides import NOT_WIRED, NotWiredError, RunPaths, verl_overrides
+from coolsampler.train.overrides import RunPaths, verl_overrides
 
 REPO = Path(__file__).resolve().parents[2]
 GUARD = {"signal": "probs_diff", "threshold": 0.1, "window": 3, "min": 2}
@@ -35,7 +36,7 @@ GUARD_KEY = "toy-qwen2/arith/N32_gprobs_diff0.1w3m2_lr1e-4_tis_Tb1_Tl1_s1"
 def test_plan_and_status_name_the_guard(study_path: Path, tmp_path: Path, capsys) -> None:
     assert main(["plan", "--study", str(study_path), "--results", str(tmp_path / "r"), "--runs"]) == 0
     out = capsys.readouterr().out
-    assert f"2 run(s) refreshed by a guard or a schedule ({NOT_WIRED}: they cannot train)" in out
+    assert "2 run(s) refreshed by a guard or a schedule; each is costed" in out
     assert "costed as a run refreshed every N steps, its longest interval" in out
     assert f"  {GUARD_KEY}: guard probs_diff > 0.1, median of 3 since refresh, min 2, at most every 32 steps" in out
     assert "schedule of 2 refreshes (longest interval 34)" in out  # 30 -> the end of the 64-step run
@@ -45,21 +46,50 @@ def test_plan_and_status_name_the_guard(study_path: Path, tmp_path: Path, capsys
     assert f"  {GUARD_KEY}: guard probs_diff > 0.1" in out and "costed" not in out
 
 
-def test_overrides_refuse_a_guard_run(study_path: Path, capsys) -> None:
+def test_overrides_carry_the_guard_and_the_schedule_to_the_gate(study_path: Path, capsys) -> None:
     study = load_study(study_path)
     plain, guarded, scheduled = study.runs
     paths = RunPaths("m", "t", "v", "o")
-    assert any(o.startswith("+trainer.refresh_interval=32") for o in verl_overrides(plain, paths))
-    for run in (guarded, scheduled):
-        with pytest.raises(NotWiredError, match=f"^run {run.key}: {NOT_WIRED} \\(its refresh: "):
-            verl_overrides(run, paths)
-    assert main(["overrides", GUARD_KEY, "--study", str(study_path)]) == 2
-    err = capsys.readouterr().err.strip()
-    assert err.startswith(f"coolsampler overrides: run {GUARD_KEY}: {NOT_WIRED}") and "\n" not in err
+
+    def gate_keys(run) -> list[str]:
+        return [o for o in verl_overrides(run, paths) if o.startswith("+trainer.refresh_")]
+
+    assert gate_keys(plain) == [
+        "+trainer.refresh_interval=32",
+        "+trainer.refresh_guard=null",
+        "+trainer.refresh_schedule=null",
+    ]
+    assert gate_keys(guarded) == [
+        "+trainer.refresh_interval=32",
+        "+trainer.refresh_guard={signal:probs_diff,threshold:0.1,window:3,min:2}",
+        "+trainer.refresh_schedule=null",
+    ]
+    assert gate_keys(scheduled) == [
+        "+trainer.refresh_interval=34",
+        "+trainer.refresh_guard=null",
+        "+trainer.refresh_schedule=[10,30]",
+    ]
+    assert main(["overrides", GUARD_KEY, "--study", str(study_path)]) == 0
+    assert "+trainer.refresh_guard={signal:probs_diff" in capsys.readouterr().out
 
 
-def test_snakemake_trains_no_study_with_a_guard(study_path: Path) -> None:
-    """The study is refused before any job: a dry run names the run and why, in one line."""
+def test_the_gate_built_from_verls_config_is_the_runs(study_path: Path) -> None:
+    """What verl composes from those overrides builds the run's own gate in the trainer."""
+    pytest.importorskip("verl")
+    from coolsampler.train.verl_config import compose_config
+    from coolsampler.worker.refresh import gate_from_config
+
+    study = load_study(study_path)
+    for run in study.runs:
+        cfg = compose_config(
+            [o for o in verl_overrides(run, RunPaths("m", "t", "v", "o")) if o.startswith("+trainer.")]
+        )
+        gate = gate_from_config(cfg.trainer)
+        assert (gate.N, gate.guard, gate.schedule) == (run.N, run.guard, run.schedule), run.key
+
+
+def test_snakemake_plans_a_study_with_a_guard(study_path: Path) -> None:
+    """A dry run plans the guard's and the schedule's training."""
     import subprocess
     import sys
 
@@ -72,6 +102,24 @@ def test_snakemake_trains_no_study_with_a_guard(study_path: Path) -> None:
         check=False,
     )
     out = res.stdout + res.stderr
-    assert res.returncode != 0, out
-    assert f"smoke: run {GUARD_KEY}: {NOT_WIRED} (its refresh: guard probs_diff > 0.1" in out, out
-    assert "Job stats" not in out
+    assert res.returncode == 0, out[-3000:]
+    assert f"runs/{GUARD_KEY}/train.jsonl" in out, out[-3000:]
+
+
+def test_a_guard_on_a_signal_its_correction_never_logs_is_refused(tmp_path: Path) -> None:
+    from coolsampler.spec.study import StudyError
+
+    raw = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
+    raw.pop("figures", None)
+    raw["runs"] = [
+        {"N": 8, "correction": "mu_grpo", "Tb": 1.0, "seed": 1, "guard": {"signal": "probs_diff", "threshold": 0.1}}
+    ]
+    path = tmp_path / "mu.yaml"
+    path.write_text(yaml.safe_dump(raw, sort_keys=False))
+    with pytest.raises(
+        StudyError, match=r"guard\.signal: probs_diff is not logged under correction mu_grpo; allowed with it: kl,"
+    ):
+        load_study(path)
+    raw["runs"][0]["guard"]["signal"] = "kl"
+    path.write_text(yaml.safe_dump(raw, sort_keys=False))
+    assert load_study(path).runs[0].guard.signal == "kl"

@@ -18,6 +18,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from coolsampler.spec.guard import make_gate, signal_value
 from coolsampler.spec.study import load_study
 from coolsampler.spec.targets import panel_filters
 from coolsampler.testkit.sampler_check import check_sampler_state
@@ -25,6 +26,8 @@ from coolsampler.train.launch import INSTRUMENT_ENV, TAP_MODULE
 from coolsampler.train.paths import Layout
 from coolsampler.train.rehearsal import (
     REHEARSAL_STEPS,
+    TWO_RANK_GUARD,
+    TWO_RANK_GUARD_N,
     TWO_RANK_N,
     TWO_RANK_STEPS,
     arm,
@@ -41,6 +44,9 @@ PAPER = load_study(REPO / "config/paper.yaml")
 REHEARSAL = rehearsal_study(PAPER, "results/rehearsal")
 TWO_RANK = two_rank_study(PAPER, "results/rehearsal/two-rank")
 KILLED = TWO_RANK.runs[0]  # the controller's arm: preempted at step 3, resumed by the rehearsal
+GUARDED = TWO_RANK.runs[-1]  # the guard's arm: preempted after its firing at step 3, resumed there
+GATED = [r for r in TWO_RANK.runs if r.guard is None]  # refreshed every TWO_RANK_N steps
+PUSHED_RE = re.compile(r"staleness gate: rank (\d+) pushed the weights of step (\d+)")
 SLEPT_RE = re.compile(
     re.escape(SLEPT).replace(r"\{pid\}", r"(\d+)").replace(r"\{level\}", r"(\d+)").replace(r"\{served\}", r"(\d+)")
 )
@@ -76,15 +82,18 @@ def test_rehearsal_keeps_every_setting_but_steps_and_validation():
         assert r.steps == (REHEARSAL_STEPS - 1 if paper.replicate == "cut" else REHEARSAL_STEPS)
 
 
-def test_two_rank_shape_covers_gate_controller_mu_grpo_checkpoint_and_resume():
-    assert [(r.Tb.kind, r.Tb.kl_gate, r.correction) for r in TWO_RANK.runs] == [
-        ("saturation", True, "tis"),
-        ("fixed", False, "mu_grpo"),
+def test_two_rank_shape_covers_gate_controller_mu_grpo_guard_checkpoint_and_resume():
+    assert [(r.Tb.kind, r.Tb.kl_gate, r.correction, r.refresh) for r in TWO_RANK.runs] == [
+        ("saturation", True, "tis", "fixed"),
+        ("fixed", False, "mu_grpo", "fixed"),
+        ("fixed", False, "tis", "guard"),
     ]
-    blank = {"N": 0, "steps": 0, "val_every": 0, "key": 0}
-    for r in TWO_RANK.runs:  # a paper arm's settings but N, steps and validation
+    blank = {"N": 0, "steps": 0, "val_every": 0, "key": 0, "guard": 0}
+    for r in TWO_RANK.runs:  # a paper arm's settings but N, steps, validation and the guard
         assert any(p.settings() | blank == r.settings() | blank for p in PAPER.runs), r.key
-        assert (r.N, r.steps, r.val_every) == (TWO_RANK_N, TWO_RANK_STEPS, 3)
+        n = TWO_RANK_GUARD_N if r is GUARDED else TWO_RANK_N
+        assert (r.N, r.steps, r.val_every) == (n, TWO_RANK_STEPS, 3)
+    assert GUARDED.guard == TWO_RANK_GUARD and TWO_RANK_GUARD.min == 3  # its first firing: the checkpoint of 3
     # inside the run: refreshes at 2, 4, 6; step 3 validates stale and checkpoints inside a cycle
     assert TWO_RANK.recipe["save_every"] == 3 and 3 % TWO_RANK_N == 1
     assert TWO_RANK.raw["profile"] == "cpu-2rank"
@@ -209,6 +218,27 @@ def test_rehearsal_of_the_paper_study(tmp_path):
         preempt(proc)
     assert not (killed_dir / "train.jsonl").exists()
     subprocess.run([*smk, "--unlock"], cwd=work, check=True, capture_output=True)
+    # the guard arm, alone, preempted once its firing at step 3 is checkpointed and logged: the resume
+    # must read the firing back from the gate's state (3 mod N = 3 would restore the initial sampler)
+    guard_dir = work / "results/rehearsal/two-rank/runs" / GUARDED.key
+    tracker = guard_dir / "checkpoints" / "latest_checkpointed_iteration.txt"
+    proc = subprocess.Popen(
+        [*smk, str(guard_dir.relative_to(work) / "metrics.parquet")],
+        cwd=work,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+        env=env,
+    )
+    try:
+        deadline = time.time() + 900
+        while not (tracker.exists() and tracker.read_text().strip() == "3" and _logged(guard_dir, 3)):
+            assert proc.poll() is None, "the guard arm ended before its checkpoint of step 3"
+            assert time.time() < deadline, "no checkpoint of step 3 of the guard arm within 15 min"
+            time.sleep(1)
+    finally:
+        preempt(proc)
+    subprocess.run([*smk, "--unlock"], cwd=work, check=True, capture_output=True)
 
     res = subprocess.run(
         [*smk, "rehearsal"],
@@ -265,7 +295,7 @@ def test_rehearsal_of_the_paper_study(tmp_path):
     assert len(heated) == 3 and max(heated.values()) > 0, heated
 
     # the two-rank shape
-    for r in TWO_RANK.runs:
+    for r in GATED:
         d = out / "two-rank" / "runs" / r.key
         assert f"`{r.key}`" in summary and "cpu-2rank" in summary
         m = pd.read_parquet(d / "metrics.parquet")
@@ -299,7 +329,7 @@ def test_rehearsal_of_the_paper_study(tmp_path):
     # validation of step 3, and after the resume at step 3 from the shares both ranks wrote), and not
     # those of the neighbouring version
     model = work / Layout("results").rehearsal_layout().model_path(KILLED.model)
-    for r in TWO_RANK.runs:
+    for r in GATED:
         d = out / "two-rank" / "runs" / r.key
         rec = records(d / "train.jsonl")
         temps = {t: float(rec[t]["sampler/temperature"]) for t in rec if "sampler/temperature" in rec[t]}
@@ -316,4 +346,36 @@ def test_rehearsal_of_the_paper_study(tmp_path):
         assert re.search(
             rf"staleness gate: rank {rank} restored the stale sampler from \S*global_step_3/actor/", resumed
         )
+    _check_guard_arm(out / "two-rank" / "runs" / GUARDED.key, model, summary)
     (tmp_path / "rehearsal.md").write_text(summary)
+
+
+def _check_guard_arm(d: Path, model: Path, summary: str) -> None:
+    """The two-rank guard arm: it fired (at 3, where it was killed and resumed), its log's refreshes are
+    what spec.guard's gate decides on the signal values it logged (an uninterrupted replay, across the
+    resume), both ranks pushed at exactly those steps in each attempt, and the sampler held those weights."""
+    r = GUARDED
+    assert f"`{r.key}`" in summary
+    m = pd.read_parquet(d / "metrics.parquet")
+    assert list(m.step) == list(range(r.steps + 1)), r.key
+    rec = records(d / "train.jsonl")
+    replay = make_gate(r.N, r.guard)
+    decisions = [replay.decide(t, signal_value(rec[t], r.guard.signal)) for t in range(1, r.steps + 1)]
+    assert [bool(m.refreshed[t]) for t in range(1, r.steps + 1)] == [x.refresh for x in decisions]
+    assert [bool(m.guard_fired[t]) for t in range(1, r.steps + 1)] == [x.reason == "signal" for x in decisions]
+    assert list(m.refreshes[1:]) == [sum(x.refresh for x in decisions[:t]) for t in range(1, r.steps + 1)]
+    assert m.guard_fired[3] and m.guard_fired.sum() >= 1, list(m.guard_fired)
+    fired = [t for t in range(1, r.steps + 1) if m.refreshed[t]]
+    version = [max([0] + [f for f in fired if f < t]) for t in range(1, r.steps + 1)]
+    assert list(m.sampler_version[1:]) == version, r.key
+    # resumed at step 3, a firing: its first push is the learner's weights of step 3 (not the initial sampler)
+    assert len(list((d / "attempts").glob("*.jsonl"))) == 2
+    log = (d / "verl.log").read_text(errors="replace")
+    first, resumed = log[: log.rindex("\n$ ")], _last_attempt(log)
+    for attempt, steps in ((first, [0] + [f for f in fired if f <= 3]), (resumed, [3] + [f for f in fired if f > 3])):
+        pushed = {rank: sorted({int(s) for k, s in PUSHED_RE.findall(attempt) if int(k) == rank}) for rank in (0, 1)}
+        assert pushed[0] == pushed[1] == steps, (pushed, steps)  # one decision, both ranks acted on it
+    temps = {t: float(rec[t]["sampler/temperature"]) for t in rec if "sampler/temperature" in rec[t]}
+    states = check_sampler_state(d / "tap", model, temps or {t: r.Tb.initial for t in range(1, r.steps + 1)})
+    assert [x.version for x in states] == version, (r.key, states)
+    assert all(x.mean_err < 0.5 * x.other_mean_err for x in states), (r.key, states)

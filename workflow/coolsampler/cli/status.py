@@ -48,7 +48,7 @@ from typing import Any
 
 from coolsampler.results.metrics import column_value, read_jsonl
 from coolsampler.spec.study import Run, Study
-from coolsampler.train.overrides import NOT_WIRED, training_study
+from coolsampler.train.overrides import training_study
 from coolsampler.train.paths import SMOKE_STUDY, Layout
 from coolsampler.train.platform import get_platform
 
@@ -281,12 +281,11 @@ def table(states: list[RunState]) -> str:
 
 def refresh_lines(runs: list[Run], *, costed: bool = False) -> list[str]:
     """Lines naming the runs whose sampler is not refreshed every N steps (a staleness guard or a fixed
-    schedule, ``coolsampler.spec.guard``), and that they cannot train yet. ``costed``: also say how
-    ``coolsampler plan`` costs them."""
+    schedule, ``coolsampler.spec.guard``). ``costed``: also say how ``coolsampler plan`` costs them."""
     other = [r for r in runs if r.guard is not None or r.schedule is not None]
     if not other:
         return []
-    head = f"{len(other)} run(s) refreshed by a guard or a schedule ({NOT_WIRED}: they cannot train)"
+    head = f"{len(other)} run(s) refreshed by a guard or a schedule"
     if costed:
         head += (
             "; each is costed as a run refreshed every N steps, its longest interval (a step's time is measured"

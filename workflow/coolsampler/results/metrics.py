@@ -25,6 +25,7 @@ from coolsampler.spec.metrics_schema import (
     ABSENT,
     COLUMNS,
     DIAGNOSTIC_COLUMNS,
+    GUARD_COLUMNS,
     LOG1P_OF,
     PROVIDED_BY,
     REQUIRED,
@@ -170,7 +171,7 @@ def parse_jsonl(
     # rows, say so. val_acc is sparse by design; its gaps are the validation check below. The
     # staleness diagnostics describe a run without measuring it: their gaps leave the log whole.
     for col in COLUMNS:
-        if col in DIAGNOSTIC_COLUMNS:
+        if col in DIAGNOSTIC_COLUMNS or col in GUARD_COLUMNS:
             continue
         miss = absent.get(col, [])
         if col not in ("step", "val_acc") and miss and len(miss) < n_train:

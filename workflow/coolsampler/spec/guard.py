@@ -207,6 +207,29 @@ def schedule_token(schedule: Iterable[int]) -> str:
 
 
 # --------------------------------------------------------------------------------------------------
+# Which signals a correction logs
+
+# The diagnostics verl does not compute under a correction (``coolsampler.spec.metrics_schema``): the
+# IS-weight rows exist only where verl applies IS weights (tis); mu-GRPO runs in bypass mode, which skips
+# the learner's old-log-prob pass and with it the probability gap (its loss logs the KL, k3, chi^2 and
+# log-ppl rows, under actor/). A guard on such a signal would never read a value and refresh every N
+# steps under a key that names a guard, so the pairing is refused.
+UNLOGGED: dict[str, tuple[str, ...]] = {
+    "none": ("ess", "is_high", "is_low"),
+    "mu_grpo": ("ess", "is_high", "is_low", "probs_diff"),
+}
+
+
+def check_signal_logged(signal: str, correction: str) -> None:
+    """A ValueError (one line) when ``correction``'s runs never log the guard's ``signal``."""
+    if signal in UNLOGGED.get(correction, ()):
+        allowed = ", ".join(n for n in BY_NAME if n not in UNLOGGED[correction])
+        raise ValueError(
+            f"guard.signal: {signal} is not logged under correction {correction}; allowed with it: {allowed}"
+        )
+
+
+# --------------------------------------------------------------------------------------------------
 # The signal of one step, from verl's metrics dict
 
 
@@ -362,10 +385,12 @@ __all__ = [
     "GUARD_TOKEN_RE",
     "REASONS",
     "SCHEDULE_TOKEN_RE",
+    "UNLOGGED",
     "Decision",
     "GuardSpec",
     "RefreshGate",
     "check_schedule",
+    "check_signal_logged",
     "default_window",
     "longest_interval",
     "make_gate",

@@ -27,6 +27,24 @@ COLUMNS: dict[str, tuple[str, str, tuple[str, ...]]] = {
     ),
     "staleness": ("int64", "t - 1 - sampler_version ... = (t-1) mod N under the gate", ("staleness/staleness",)),
     "refreshed": ("bool", "the sampler's weights were pushed at the end of this step", ("staleness/refreshed",)),
+    "refreshes": (
+        "int64",
+        "refreshes of the sampler so far, this step's included (the refresh gate's count)",
+        ("staleness/refreshes",),
+    ),
+    # the staleness guard (coolsampler.spec.guard; guard runs only): its reading and whether it fired
+    "guard_value": (
+        "float64",
+        "the guard's reading at the end of this step: the trailing median of its signal since the last refresh"
+        " (absent until a majority of its window is logged)",
+        ("guard/value",),
+    ),
+    "guard_fired": (
+        "bool",
+        "the guard refreshed the sampler at the end of this step because its reading was past the threshold"
+        " (a refresh because N steps passed is not a firing)",
+        ("guard/fired",),
+    ),
     "val_acc": (
         "float64",
         "greedy validation accuracy after this step (NaN where not validated)",
@@ -176,6 +194,10 @@ DIAGNOSTIC_COLUMNS: tuple[str, ...] = (
     "probs_diff_max", "probs_diff_mean", "probs_diff_std",
 )  # fmt: skip
 
+# The guard's columns: logged by guard runs only, and its reading only once its window holds a majority,
+# so their gaps leave the log whole.
+GUARD_COLUMNS: tuple[str, ...] = ("guard_value", "guard_fired")
+
 ABSENT = object()  # no source key of a column in a record (as opposed to a logged null/NaN)
 
 
@@ -216,6 +238,9 @@ PROVIDED_BY: dict[str, str] = {
     "sampler_version": _PATCHED.format(keys="staleness/*"),
     "staleness": _PATCHED.format(keys="staleness/*"),
     "refreshed": _PATCHED.format(keys="staleness/*"),
+    "refreshes": _PATCHED.format(keys="staleness/*"),
+    "guard_value": _PATCHED.format(keys="guard/*") + ", guard runs only",
+    "guard_fired": _PATCHED.format(keys="guard/*") + ", guard runs only",
     "val_acc": "trainer.test_freq=K and trainer.val_before_train=True (verl logs val-core/*)",
     "kl": _ROLLOUT_CORR,
     "k3_kl": _ROLLOUT_CORR,

@@ -17,7 +17,7 @@ from typing import Any
 import jsonschema
 import yaml
 
-from coolsampler.spec.guard import GuardSpec, check_schedule
+from coolsampler.spec.guard import GuardSpec, check_schedule, check_signal_logged
 from coolsampler.spec.settings import MODELS, TASKS, Model, Task
 from coolsampler.spec.targets import TARGETS, OptionError, panel_filters, target_options
 from coolsampler.spec.temperature import controller_spec
@@ -292,6 +292,7 @@ def check_refresh(s: dict[str, Any], where: str, steps: int) -> None:
             spec = GuardSpec.from_config(guard)
             if spec.min > int(N):
                 raise ValueError(f"guard.min: {spec.min} exceeds N {N}; allowed: 1..N (N is the longest interval)")
+            check_signal_logged(spec.signal, s["correction"])
     except ValueError as err:
         raise _error(f"{where}.{err}") from None
 

@@ -75,6 +75,9 @@ def make_metrics(
         "sampler_version": ((t - 1) // N) * N,
         "staleness": age,
         "refreshed": t % N == 0,
+        "refreshes": t // N,
+        "guard_value": np.full(last, np.nan),  # a fixed-N run has no guard, which never fires
+        "guard_fired": np.zeros(last, dtype=bool),
         "val_acc": val,
         "kl": k1,
         "k3_kl": kl * (1.0 - 0.3 * np.minimum(kl, 1.0)),  # k3 ~ k1 for a small mismatch, never negative
@@ -362,7 +365,14 @@ def write_study_results(study: Any, *, seed: int = 0, k1_noise: float = 0.0007) 
         if i == 0 and len(df) > 3:
             df.loc[2, "kl"] = 3e-9  # one near-zero point, as real k1 logs have: must not stretch an axis
         # step 0: the initial validation, as verl logs it before training
-        nullable = {"step": "Int64", "sampler_version": "Int64", "staleness": "Int64", "refreshed": "boolean"}
+        nullable = {
+            "step": "Int64",
+            "sampler_version": "Int64",
+            "staleness": "Int64",
+            "refreshed": "boolean",
+            "refreshes": "Int64",
+            "guard_fired": "boolean",
+        }
         df = df.astype(nullable)  # as the parser writes them: step 0 has no sampler version
         first = pd.DataFrame([{"step": 0, "val_acc": 0.49}]).reindex(columns=df.columns).astype(df.dtypes.to_dict())
         df = pd.concat([first, df], ignore_index=True)

@@ -14,6 +14,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from coolsampler.spec.guard import GuardSpec
 from coolsampler.spec.registry import reward_target
 from coolsampler.spec.settings import (
     PAPER_RECIPE,
@@ -97,21 +98,6 @@ def reward_overrides(run: Run) -> dict[str, Any]:
     return {f"{key}.path": str(Path(file).resolve()), f"{key}.name": fn}
 
 
-class NotWiredError(ValueError):
-    """A run setting the study accepts but the training stack does not act on yet."""
-
-
-NOT_WIRED = "the guard is not wired into the training stack yet"
-
-
-def check_wired(run: Run) -> None:
-    """Refuse a run whose sampler refresh is a staleness guard or a fixed schedule (``coolsampler.spec.guard``):
-    patch 0001's gate refreshes every N steps and knows neither, so such a run would train as a plain
-    N run under a key that says otherwise."""
-    if run.guard is not None or run.schedule is not None:
-        raise NotWiredError(f"run {run.key}: {NOT_WIRED} (its refresh: {run.refresh_text})")
-
-
 def verl_overrides(
     run: Run,
     paths: RunPaths,
@@ -126,7 +112,6 @@ def verl_overrides(
     gloo, no sleep mode, eager fp32 vLLM, the weight-reload worker extension); ``"gpu"`` is the
     paper's 4-GPU setting. The loss side is the same on both.
     """
-    check_wired(run)
     r = recipe_for(run, study_recipe)
     n = int(r["samples_per_prompt"])
     prompts = int(r["prompts_per_step"])
@@ -168,6 +153,9 @@ def verl_overrides(
         "actor_rollout_ref.rollout.val_kwargs.n": 1,
         # the patches: staleness gate and decoupled temperature
         "+trainer.refresh_interval": run.N,
+        # the refresh gate's guard or schedule (coolsampler.worker.refresh; N is then the longest interval)
+        "+trainer.refresh_guard": run.guard.to_config() if run.guard is not None else None,
+        "+trainer.refresh_schedule": list(run.schedule) if run.schedule is not None else None,
         "+trainer.learner_temperature": None if run.Tl == "tied" else float(run.Tl),
         # schedules and controllers (patches 0003, 0003b): the sampler temperature is set per prompt, per step
         "+trainer.sampler_temperature_spec": None if run.Tb.kind == "fixed" else run.Tb.to_config(),
@@ -269,6 +257,8 @@ def key_held_overrides() -> frozenset[str]:
     small = Model("a", "org/a", "1B", 1.0)
     variants = [
         replace(base, N=8),
+        replace(base, guard=GuardSpec("probs_diff", 0.1, 5, 1)),
+        replace(base, schedule=(2, 3)),
         replace(base, lr=2e-4),
         replace(base, correction="none"),
         replace(base, correction="mu_grpo"),

@@ -27,9 +27,11 @@ These run in a one-process shape (one learner rank, one sampler). The rehearsal'
 (``two_rank_study``) runs the fewest arms that reach every rank-, replica- and sleep-dependent path of
 a paper run, on the ``cpu-2rank`` platform (``coolsampler.train.platform.CPU_TWO_RANK``): the
 staleness gate refreshing inside the run, the sampler temperature's controller, μ-GRPO, checkpoints
-and their resume. One more substitution there: the refresh interval N is scaled down to
-``TWO_RANK_N`` so that refreshes, a stale validation and a checkpoint inside a cycle fit in
-``TWO_RANK_STEPS`` steps. No verl, vLLM or torch here.
+and their resume, and the staleness guard (``two_rank_guard_arm``: a run refreshed by
+``TWO_RANK_GUARD``, which fires at its checkpoint of step 3). One more substitution there: the refresh
+interval N is scaled down to ``TWO_RANK_N`` (the guard's to ``TWO_RANK_GUARD_N``) so that refreshes, a
+stale validation and a checkpoint inside a cycle fit in ``TWO_RANK_STEPS`` steps. No verl, vLLM or
+torch here.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from coolsampler.spec.guard import GuardSpec
 from coolsampler.spec.study import Run, Study
 from coolsampler.spec.targets import panel_filters
 
@@ -55,8 +58,11 @@ REHEARSAL_RECIPE: dict[str, Any] = {
 
 def arm(run: Run) -> tuple[Any, ...]:
     """What makes a run a distinct code path: correction, kind of sampler temperature (and the KL gate),
-    tied learner, replicate, model, task."""
-    return (run.correction, run.Tb.kind, run.Tb.kl_gate, run.Tl == "tied", run.replicate, run.model, run.task)
+    tied learner, replicate, model, task, and how its sampler is refreshed (every N, guard, schedule)."""
+    return (
+        run.correction, run.Tb.kind, run.Tb.kl_gate, run.Tl == "tied", run.replicate, run.model, run.task,
+        run.refresh,
+    )  # fmt: skip
 
 
 def code_path_label(run: Run) -> str:
@@ -109,6 +115,16 @@ TWO_RANK_VAL_EVERY = 3
 TWO_RANK_RECIPE: dict[str, Any] = {**REHEARSAL_RECIPE, "save_every": 3}
 TWO_RANK_DIR = "two-rank"  # below the rehearsal's results
 
+# The two-rank guard arm: the staleness guard's whole path (its signal read from the step's reduced
+# metrics in the driver, the decision, the push on both ranks, the gate's state in the checkpoint, the
+# resume) in six steps. N 4 is its longest interval and min 3 keeps it from firing before step 3. Its
+# threshold is below even the fp32 noise of a fresh sampler (|pi - q| measured 2e-7 there, 2e-5 to 3e-4
+# one or two learner steps stale, 2026-12-04), so it fires as soon as min allows: at 3 (a checkpoint,
+# where the rehearsal kills and resumes it) and 6, where a fixed N=4 gate refreshes at 4 only. What the
+# rehearsal checks is the mechanism, not the guard's judgement (config/guard.yaml measures that).
+TWO_RANK_GUARD_N = 4
+TWO_RANK_GUARD = GuardSpec("probs_diff", 1e-9, window=1, min=3)
+
 
 def two_rank_arms(study: Study) -> list[Run]:
     """The fewest runs of the study that reach every path the two-rank shape exists for: the first
@@ -126,8 +142,19 @@ def two_rank_arms(study: Study) -> list[Run]:
     return [r for r in (controller, mu) if r is not None]
 
 
+def two_rank_guard_arm(study: Study) -> Run | None:
+    """The two-rank guard arm: the study's first guard run, else its first fixed-temperature TIS run,
+    with the rehearsal's guard (``TWO_RANK_GUARD``, N ``TWO_RANK_GUARD_N``) and the two-rank steps."""
+    base = next((r for r in study.runs if r.guard is not None), None) or next(
+        (r for r in study.runs if r.correction == "tis" and r.Tb.kind == "fixed" and r.schedule is None), None
+    )
+    if base is None:
+        return None
+    return replace(base, N=TWO_RANK_GUARD_N, guard=TWO_RANK_GUARD, steps=TWO_RANK_STEPS, val_every=TWO_RANK_VAL_EVERY)
+
+
 def two_rank_run(run: Run) -> Run:
-    return replace(run, N=TWO_RANK_N, steps=TWO_RANK_STEPS, val_every=TWO_RANK_VAL_EVERY)
+    return replace(run, N=TWO_RANK_N, steps=TWO_RANK_STEPS, val_every=TWO_RANK_VAL_EVERY, guard=None, schedule=None)
 
 
 def two_rank_study(study: Study, results: str | Path) -> Study:
@@ -136,7 +163,7 @@ def two_rank_study(study: Study, results: str | Path) -> Study:
     return Study(
         name=f"{study.name}-rehearsal-2rank",
         results=Path(results),
-        runs=[two_rank_run(r) for r in two_rank_arms(study)],
+        runs=[two_rank_run(r) for r in two_rank_arms(study)] + [g for g in [two_rank_guard_arm(study)] if g],
         figures={},
         recipe=dict(TWO_RANK_RECIPE),
         raw={**study.raw, "name": f"{study.name}-rehearsal-2rank", "profile": "cpu-2rank"},
@@ -163,6 +190,8 @@ def rehearsal_study(study: Study, results: str | Path) -> Study:
 __all__ = [
     "REHEARSAL_RECIPE",
     "REHEARSAL_STEPS",
+    "TWO_RANK_GUARD",
+    "TWO_RANK_GUARD_N",
     "TWO_RANK_N",
     "TWO_RANK_STEPS",
     "arm",
@@ -170,6 +199,7 @@ __all__ = [
     "code_path_label",
     "rehearsal_study",
     "two_rank_arms",
+    "two_rank_guard_arm",
     "two_rank_study",
 ]
 

@@ -27,6 +27,8 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+from coolsampler.worker.refresh import GATE_FILE
+
 TRACKER = "latest_checkpointed_iteration.txt"  # verl writes it last, after data.pt
 SHARD_KINDS = ("model", "optim", "extra_state")  # verl's FSDP checkpoint contents (save_contents default)
 SNAPSHOT_SHARE = "sampler_snapshot_world_size_{world}_rank_{rank}.pt"  # patch 0004
@@ -78,6 +80,19 @@ def _whole_zip(path: Path) -> bool:
         return False
 
 
+def _inside_cycle(step_dir: Path, step: int, refresh_interval: int) -> bool:
+    """Whether the sampler was stale at this checkpoint: the refresh gate's state says so where the
+    checkpoint holds it (a guard or a schedule refreshes off the N grid), else ``step mod N``; an
+    unreadable state demands the snapshot."""
+    gate = step_dir / GATE_FILE
+    if gate.is_file():
+        try:
+            return int(json.loads(gate.read_text())["state"]["sampler_version"]) != step
+        except (OSError, ValueError, KeyError, TypeError):
+            return True
+    return refresh_interval > 1 and step % refresh_interval != 0
+
+
 def incomplete(step_dir: Path, step: int, tracker: Tracker, refresh_interval: int = 1) -> str | None:
     """Why ``step_dir`` is not a checkpoint to resume from, or None if it is complete."""
     if not tracker.garbled and (tracker.step is None or tracker.step < step):
@@ -88,7 +103,7 @@ def incomplete(step_dir: Path, step: int, tracker: Tracker, refresh_interval: in
     except (OSError, ValueError, KeyError, TypeError):
         return "no readable actor/fsdp_config.json"
     names = ["data.pt", *(f"actor/{k}_world_size_{world}_rank_{r}.pt" for k in SHARD_KINDS for r in range(world))]
-    if refresh_interval > 1 and step % refresh_interval:  # inside a cycle: the stale sampler is part of it
+    if _inside_cycle(step_dir, step, refresh_interval):  # the stale sampler is part of the checkpoint
         names += [f"actor/{SNAPSHOT_SHARE.format(world=world, rank=r)}" for r in range(world)]
     missing = [n for n in names if not (step_dir / n).is_file()]
     if missing:

@@ -1,0 +1,148 @@
+"""The refresh gate's glue in verl's trainer (coolsampler.worker.refresh), without verl: the config it is
+built from, the signal it reads from verl's reduced metrics, what it logs, and the checkpoint round trip,
+including a kill between a firing and its push."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from coolsampler.spec.guard import make_gate
+from coolsampler.spec.metrics_schema import COLUMNS
+from coolsampler.worker import refresh
+
+GUARD = {"signal": "probs_diff", "threshold": 0.1, "window": 1, "min": 1}
+# probs_diff per step as verl logs it (training/rollout_probs_diff_mean): past 0.1 at steps 3 and 6
+SIGNAL = {1: 0.01, 2: 0.05, 3: 0.2, 4: 0.02, 5: 0.09, 6: 0.3, 7: 0.01, 8: 0.02}
+
+
+def metrics(step: int) -> dict[str, float]:
+    return {"training/rollout_probs_diff_mean": SIGNAL[step], "rollout_corr/kl": 0.5}
+
+
+def run(gate, steps, start: int = 1) -> list[tuple[int, bool, str | None]]:
+    out = []
+    for t in range(start, steps + 1):
+        d = refresh.decide(gate, t, metrics(t))
+        out.append((t, d.refresh, d.reason))
+    return out
+
+
+def test_a_guard_free_gate_refreshes_after_every_nth_step_as_the_patch_did():
+    for n in (1, 2, 3, 5):
+        gate = refresh.gate_from_config({"refresh_interval": n})
+        assert [t for t, r, _ in run(gate, 8) if r] == [t for t in range(1, 9) if t % n == 0]
+    # an absent or null guard/schedule in verl's config is the plain gate
+    gate = refresh.gate_from_config({"refresh_interval": 4, "refresh_guard": None, "refresh_schedule": None})
+    assert gate.guard is None and gate.schedule is None and gate.N == 4
+
+
+def test_the_guard_reads_the_steps_signal_from_the_reduced_metrics():
+    gate = refresh.gate_from_config({"refresh_interval": 4, "refresh_guard": GUARD})
+    # fires at 3 and 6 (signal); 4 steps after 6 would be 10: past the run
+    assert [(t, why) for t, r, why in run(gate, 8) if r] == [(3, "signal"), (6, "signal")]
+    # the same from the logged values, replayed offline (what analyze --guard does)
+    replay = make_gate(4, GUARD)
+    assert [replay.decide(t, SIGNAL[t]).refresh for t in range(1, 9)] == [t in (3, 6) for t in range(1, 9)]
+
+
+def test_under_mu_grpo_the_guard_reads_the_losss_kl():
+    gate = refresh.gate_from_config({"refresh_interval": 8, "refresh_guard": {"signal": "kl", "threshold": 0.1}})
+    assert not refresh.decide(gate, 1, {"actor/rollout_corr/kl": 0.05}).refresh
+    d = refresh.decide(gate, 2, {"actor/rollout_corr/kl": 0.2})
+    assert (d.refresh, d.reason, d.reading) == (True, "signal", 0.2)
+
+
+def test_a_schedule_refreshes_at_its_steps():
+    gate = refresh.gate_from_config({"refresh_interval": 5, "refresh_schedule": [2, 7]})
+    assert [t for t, r, _ in run(gate, 8) if r] == [2, 7]
+
+
+def test_every_step_logs_the_gates_metrics_under_the_schemas_keys():
+    gate = refresh.gate_from_config({"refresh_interval": 4, "refresh_guard": {**GUARD, "window": 3}})
+    sources = {s for _, _, keys in COLUMNS.values() for s in keys}
+    version, logged = 0, []
+    for t in range(1, 9):
+        d = refresh.decide(gate, t, metrics(t))
+        m = refresh.step_metrics(gate, d, version)
+        assert set(m) <= sources, set(m) - sources
+        logged.append(m)
+        version = t if d.refresh else version
+    # the median of 3 since the refresh: 4 refreshes on the interval, 6 on the signal (median(0.09, 0.3))
+    assert [m["staleness/refreshes"] for m in logged] == [0, 0, 0, 1, 1, 2, 2, 2]
+    assert [m["guard/fired"] for m in logged] == [0, 0, 0, 0, 0, 1, 0, 0]
+    assert "guard/value" not in logged[0]  # a window of 3 needs 2 values
+    assert logged[1]["guard/value"] == pytest.approx(0.03)
+    assert [m["staleness/staleness"] for m in logged] == [0, 1, 2, 3, 0, 1, 0, 1]
+    plain = refresh.step_metrics(make_gate(2), make_gate(2).decide(1), 0)
+    assert not any(k.startswith("guard/") for k in plain)
+
+
+def test_the_state_round_trips_through_the_checkpoint(tmp_path):
+    config = {"refresh_interval": 4, "refresh_guard": {**GUARD, "window": 3}}
+    gate = refresh.gate_from_config(config)
+    run(gate, 5)
+    folder = tmp_path / "global_step_5"
+    path = refresh.save(gate, folder)
+    assert json.loads(open(path).read()) == gate.state_dict()
+    back = refresh.restore(refresh.gate_from_config(config), 5, folder)
+    assert back.state_dict() == gate.state_dict()
+    # another guard is refused, and a file of another step
+    with pytest.raises(ValueError, match="parameters changed"):
+        refresh.restore(refresh.gate_from_config({"refresh_interval": 5, "refresh_guard": GUARD}), 5, folder)
+    with pytest.raises(ValueError, match="holds step 5"):
+        refresh.restore(refresh.gate_from_config(config), 6, folder)
+
+
+@pytest.mark.parametrize("kill_at", [3, 4, 6])
+def test_a_kill_between_a_firing_and_its_push_resumes_to_the_same_decisions(tmp_path, kill_at):
+    """The trainer decides step k before saving its checkpoint; killed before the push, the resumed run
+    reads step k's decision back (the sampler gets step k's weights) and goes on as if never stopped."""
+    config = {"refresh_interval": 4, "refresh_guard": GUARD}
+    whole = refresh.gate_from_config(config)
+    uninterrupted = run(whole, 8)
+    first = refresh.gate_from_config(config)
+    run(first, kill_at)
+    refresh.save(first, tmp_path / f"global_step_{kill_at}")
+    # ... killed here: the push of step kill_at never happened
+    resumed = refresh.restore(refresh.gate_from_config(config), kill_at, tmp_path / f"global_step_{kill_at}")
+    version = refresh.resume_version(resumed, kill_at)
+    fired = dict((t, r) for t, r, _ in uninterrupted)
+    assert version == max([0] + [t for t in range(1, kill_at + 1) if fired[t]])
+    assert refresh.decide(resumed, kill_at, {}).refresh == fired[kill_at]  # answered from the state
+    assert run(resumed, 8, start=kill_at + 1) == uninterrupted[kill_at:]
+
+
+def test_a_checkpoint_without_the_gate_file_replays_a_fixed_gate_and_refuses_a_guard(tmp_path):
+    gate = refresh.restore(make_gate(3), 7, tmp_path)  # no refresh_gate.json there
+    assert (gate.last_step, gate.sampler_version, gate.refreshes) == (7, 6, 2)
+    assert refresh.resume_version(gate, 7) == 6
+    sched = refresh.restore(make_gate(5, schedule=[2, 4]), 3, None)
+    assert refresh.resume_version(sched, 3) == 2
+    with pytest.raises(FileNotFoundError, match="resuming a guard run at step 7 needs"):
+        refresh.restore(make_gate(4, GUARD), 7, tmp_path)
+    assert refresh.resume_version(make_gate(4), 0) == 0
+
+
+def test_a_missing_or_non_finite_signal_is_no_reading():
+    gate = make_gate(3, GUARD)
+    assert refresh.decide(gate, 1, {}).reading is None
+    assert refresh.decide(gate, 2, {"training/rollout_probs_diff_mean": math.nan}).reading is None
+    assert refresh.decide(gate, 3, {}).reason == "interval"
+
+
+def test_a_checkpoint_is_inside_a_cycle_where_the_gates_state_says_so(tmp_path):
+    """Which checkpoints must hold the stale sampler's snapshot (coolsampler.worker.checkpoint_files):
+    a guard's, where its sampler is older than the step; without the gate's file, step mod N."""
+    from coolsampler.worker.checkpoint_files import _inside_cycle
+
+    gate = make_gate(4, GUARD)
+    for t in range(1, 5):
+        gate.decide(t, SIGNAL[t])  # fires at 3; 4 is inside the new cycle
+        refresh.save(gate, tmp_path / f"global_step_{t}")
+    assert [_inside_cycle(tmp_path / f"global_step_{t}", t, 4) for t in range(1, 5)] == [True, True, False, True]
+    assert [_inside_cycle(tmp_path / "none", t, 4) for t in (3, 4)] == [True, False]
+    (tmp_path / "global_step_4" / refresh.GATE_FILE).write_text("{")
+    assert _inside_cycle(tmp_path / "global_step_4", 4, 4)
