@@ -86,7 +86,7 @@ include: "workflow/rules/common.smk"
 wildcard_constraints:
     root=ROOT_RE,
     key=KEY_WILDCARD_RE,
-    target="fig[1-8]|table[1-4]",
+    target=f"{FIGURE_RE}|{TABLE_RE}",
 
 
 include: "workflow/rules/build.smk"

@@ -24,7 +24,7 @@ rule figure:
     log:
         "{root}/logs/figure/{target}.log",
     wildcard_constraints:
-        target="fig[1-8]",
+        target=FIGURE_RE,
     localrule: True
     params:
         target=lambda wc: wc.target,
@@ -57,7 +57,7 @@ rule table:
     log:
         "{root}/logs/table/{target}.log",
     wildcard_constraints:
-        target="table[1-4]",
+        target=TABLE_RE,
     localrule: True
     params:
         target=lambda wc: wc.target,

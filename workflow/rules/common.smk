@@ -69,13 +69,17 @@ def claims_targets():
     return [f"{R}/{name}.html" for name in ("claims", "staleness_budget")]
 
 
+# the target wildcard of rules figure and table: the registry's names of each kind
+FIGURE_RE = "|".join(re.escape(t) for t, spec in TARGETS.items() if spec.kind == "figure")
+TABLE_RE = "|".join(re.escape(t) for t, spec in TARGETS.items() if spec.kind == "table")
+
+
 def study_targets(root=R):
     """Every figure and table a root's study defines."""
     x = ROOTS[root]
     out = []
     for target in x.study.figures:
-        exts = ("pdf", "png") if target.startswith("fig") else ("csv", "tex", "md")
-        out += [x.layout.target(target, ext) for ext in exts]
+        out += [x.layout.target(target, ext.lstrip(".")) for ext in TARGETS[target].suffixes if ext != ".html"]
     return out
 
 

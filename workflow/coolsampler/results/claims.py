@@ -31,7 +31,7 @@ import csv
 import io
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
 from pathlib import Path
@@ -45,6 +45,7 @@ from coolsampler.results import analysis as A
 from coolsampler.results import diagnostics as D
 from coolsampler.spec.metrics_schema import RunStatus, absent_columns, missing_text
 from coolsampler.spec.study import Run, Temperature, matches
+from coolsampler.spec.targets import TARGETS
 
 VERDICTS = ("reproduced", "differs", "not run", "incomplete", "reported")
 
@@ -832,7 +833,7 @@ def fmt_tol(t: Any) -> str:
 def _links(shows: Sequence[str], defined: set[str] | None) -> str:
     out = []
     for t in shows:
-        target = f"{t}.pdf" if t.startswith("fig") else f"{t}.md"
+        target = f"{t}.pdf" if t in TARGETS and TARGETS[t].kind == "figure" else f"{t}.md"
         if defined is None or t in defined or t in ("staleness_budget", "diagnostic_leads"):
             out.append(f"[{t}]({target})")
         else:
