@@ -227,7 +227,12 @@ def test_a_resume_clears_what_is_newer_and_sets_the_tracker_back(tmp_path):
 def test_a_checkpoint_inside_a_cycle_needs_every_snapshot_share(tmp_path):
     root = tmp_path / "ckpt"
     _save(root, 3)
-    (root / "global_step_3" / "actor" / f"sampler_snapshot_world_size_{WORLD}_rank_1.pt").unlink()
+    actor = root / "global_step_3" / "actor"
+    before = actor.stat()
+    (actor / f"sampler_snapshot_world_size_{WORLD}_rank_1.pt").unlink()
+    # a save that never wrote the share: the removal must not also move the folder's time past the
+    # tracker's (which reads as a later rewrite; whether it does depends on the clock's tick)
+    os.utime(actor, ns=(before.st_atime_ns, before.st_mtime_ns))
     assert find_checkpoints(root, 4).incomplete == {3: f"missing actor/sampler_snapshot_world_size_{WORLD}_rank_1.pt"}
     assert find_checkpoints(root, 3).complete == [3]  # at a refresh (3 % 3 == 0) the sampler is fresh: not needed
     _save(root, 4, refresh_interval=1)

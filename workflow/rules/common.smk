@@ -70,7 +70,9 @@ def claims_targets():
 
 
 # the target wildcard of rules figure and table: the registry's names of each kind
-FIGURE_RE = "|".join(re.escape(t) for t, spec in TARGETS.items() if spec.kind == "figure")
+FIGURE_RE = "|".join(
+    re.escape(t) for t, spec in TARGETS.items() if spec.kind == "figure"
+)
 TABLE_RE = "|".join(re.escape(t) for t, spec in TARGETS.items() if spec.kind == "table")
 
 
@@ -79,7 +81,11 @@ def study_targets(root=R):
     x = ROOTS[root]
     out = []
     for target in x.study.figures:
-        out += [x.layout.target(target, ext.lstrip(".")) for ext in TARGETS[target].suffixes if ext != ".html"]
+        out += [
+            x.layout.target(target, ext.lstrip("."))
+            for ext in TARGETS[target].suffixes
+            if ext != ".html"
+        ]
     return out
 
 
