@@ -97,6 +97,11 @@ def arm_label(settings: Mapping[str, Any]) -> str:
         out += f", lr {lr_text(lr)}"
     if settings.get("Tl") == "tied":
         out += ", Tl tied"
+    if settings.get("guard"):
+        g = settings["guard"]
+        out += f", guard {g['signal']} {g['threshold']:g}"
+    elif settings.get("schedule"):
+        out += f", schedule of {len(settings['schedule'])}"
     return out
 
 

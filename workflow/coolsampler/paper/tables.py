@@ -44,6 +44,7 @@ from coolsampler.paper.labels import (
 )
 from coolsampler.paper.writers import write_table
 from coolsampler.results.analysis import cycle_readings, summarize_run
+from coolsampler.results.guard import run_refreshes
 from coolsampler.spec.metrics_schema import RunStatus
 from coolsampler.spec.provenance import Provenance
 
@@ -67,6 +68,9 @@ def arm_key(settings: Mapping[str, Any]) -> tuple[Any, ...]:
         repr(settings.get("Tb")),
         str(settings.get("Tl")),
         int(settings.get("steps", 0) or 0),
+        # how the sampler is refreshed: two guards (or schedules) at one N are two arms
+        repr(settings.get("guard")),
+        repr(settings.get("schedule")),
     )
 
 
@@ -181,7 +185,8 @@ def table1_frames(entries: Sequence[RunEntry]) -> tuple[pd.DataFrame, pd.DataFra
             "Tb": tb_text(s0),
             "N": N,
             "lr": float(s0.get("lr", DEFAULT_LR)),
-            "refreshes": steps // N if N else np.nan,
+            # what the logs record (a guard's or a schedule's), else the fixed gate's count
+            "refreshes": float(np.mean([run_refreshes(e[1], steps, N) for e in arm])) if N else np.nan,
             "runs": len(arm),
             "degraded": severe,
             "with_metrics": len(have),
@@ -199,7 +204,9 @@ def table1_frames(entries: Sequence[RunEntry]) -> tuple[pd.DataFrame, pd.DataFra
                 "Objective": row["arm"],
                 "Tb": row["Tb"],
                 "N": str(N),
-                "Refreshes": fstep(row["refreshes"]),
+                "Refreshes": f"{row['refreshes']:.1f}"
+                if not _isnan(row["refreshes"]) and row["refreshes"] % 1
+                else fstep(row["refreshes"]),
                 "Degraded": f"{severe}/{len(have)}",
                 _T1_SEEDS: " / ".join(f3(x) for x in last5) + f" / {f3(row['last5_mean'])}",
                 "Whole run": f3(row["whole_mean"]),
