@@ -39,6 +39,8 @@ def _world(*, unsafe_from: int = 16, guard_collapse: bool = False, guard_every: 
         if r.refresh == "fixed":
             collapse = 40 if r.N >= unsafe_from else None
             m = _metrics(r, collapse_at=collapse, refreshes=list(range(r.N, STEPS + 1, r.N)))
+        elif r.refresh == "schedule":  # a replayed schedule: its own steps, held at 0.58
+            m = _metrics(r, collapse_at=None, refreshes=list(r.schedule), acc=0.58)
         else:
             m = _metrics(
                 r,
@@ -61,6 +63,9 @@ def test_the_study_states_its_criterion_before_its_runs() -> None:
         assert part in text
     kinds = [r.refresh for r in STUDY.runs]
     assert kinds.count("fixed") == 8 and kinds.count("guard") == 4  # 4 N and 2 thresholds, 2 seeds each
+    # each guard run's refreshes replayed once, on a seed no fixed or guard run uses
+    replays = [r for r in STUDY.runs if r.refresh == "schedule"]
+    assert len(replays) == 4 and {r.seed for r in replays}.isdisjoint({r.seed for r in STUDY.runs if r not in replays})
     assert sorted({r.N for r in STUDY.runs if r.refresh == "fixed"}) == [4, 8, 16, 32]
     assert {r.guard.threshold for r in STUDY.runs if r.guard} == {0.1, 0.05}
     # every claim checks runs of the study, and each threshold has its three parts
@@ -73,7 +78,7 @@ def test_frontier_table_by_hand() -> None:
     data = _world()
     entries = [(d.run.settings(), d.metrics, d.status) for d in data.values()]
     t = frontier_table(entries)
-    assert len(t) == 12
+    assert len(t) == 16
     n8 = t[t["arm"] == "N=8"]
     assert list(n8["refreshes"]) == [8, 8] and list(n8["interval"]) == [8.0] * 2
     assert not n8["degraded"].any() and n8["whole"].tolist() == pytest.approx([0.6] * 2)
@@ -81,8 +86,12 @@ def test_frontier_table_by_hand() -> None:
     g = t[t["arm"] == "guard probs_diff>0.1"]
     assert list(g["refreshes"]) == [4, 4] and list(g["interval"]) == [16.0] * 2  # 13, 26, 39, 52
     arms = frontier_arms(t)
-    assert list(arms["arm"]) == ["N=4", "N=8", "N=16", "N=32", "guard probs_diff>0.05", "guard probs_diff>0.1"]
-    assert list(arms["degraded"]) == [0.0, 0.0, 1.0, 1.0, 0.0, 0.0]
+    assert list(arms["arm"])[:6] == ["N=4", "N=8", "N=16", "N=32", "guard probs_diff>0.05", "guard probs_diff>0.1"]
+    replayed = sorted(f"schedule {','.join(map(str, r.schedule))}" for r in STUDY.runs if r.schedule)
+    assert sorted(arms["arm"][6:]) == replayed  # each replay its own point
+    assert list(arms["degraded"]) == [0.0, 0.0, 1.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0]
+    sched = t[t["refresh"] == "schedule"]
+    assert sorted(sched["refreshes"]) == [2, 3, 4, 5]  # the replayed schedules' own lengths
 
 
 def test_the_guard_that_meets_the_criterion() -> None:

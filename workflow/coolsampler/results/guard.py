@@ -179,12 +179,14 @@ def refresh_kind(settings: Mapping[str, Any]) -> str:
 
 
 def arm_label(settings: Mapping[str, Any]) -> str:
-    """The arm a run belongs to on the frontier: ``N=8``, ``guard probs_diff>0.1`` or ``schedule``."""
+    """The arm a run belongs to on the frontier: ``N=8``, ``guard probs_diff>0.1`` or ``schedule 21,39,59``."""
     kind = refresh_kind(settings)
     if kind == "guard":
         spec = GuardSpec.from_config(settings["guard"])
         return f"guard {spec.signal}{'>' if spec.diagnostic.above else '<'}{spec.threshold:g}"
-    return "schedule" if kind == "schedule" else f"N={settings['N']}"
+    if kind == "schedule":  # replays differ run by run: each its own point, named by its refreshes
+        return f"schedule {','.join(map(str, settings['schedule']))}"
+    return f"N={settings['N']}"
 
 
 def run_refreshes(metrics: pd.DataFrame | None, steps: int, N: int) -> int:
