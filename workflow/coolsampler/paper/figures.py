@@ -708,7 +708,7 @@ def guard_frontier(
         for i, r in others.iterrows():
             marker = "D" if r["refresh"] == "schedule" else _GUARD_MARKERS[int(i) % len(_GUARD_MARKERS)]
             style = {"color": colour, "marker": marker, "markersize": 6 if marker == "D" else 10, "linestyle": ""}
-            label = f"{name}: {r['arm']}"
+            label = f"{name}: replayed schedules" if r["refresh"] == "schedule" else f"{name}: {r['arm']}"
             deg.plot([r["interval"]], [r["degraded"]], label=label, **style)
             acc.plot([r["interval"]], [r["whole"]], label=label, **style)
         for _, run in table[(table["correction"] == corr) & (table["Tb"] == tb)].iterrows():
@@ -718,7 +718,8 @@ def guard_frontier(
         if safe is not None:
             for a in (deg, acc):
                 a.axvline(1.5 * safe, color=colour, linestyle=":", linewidth=1.0, label="1.5 x largest safe fixed N")
-    ticks = sorted({int(n) for n in arms["N"]} | {int(round(x)) for x in arms["interval"]})
+    # the fixed arms' N and the guards' longest interval: an interval between them reads off the grid
+    ticks = sorted({int(n) for n in arms.loc[arms["refresh"] != "schedule", "N"]})
     for a in (deg, acc):
         a.set_xscale("log", base=2)
         if ticks:

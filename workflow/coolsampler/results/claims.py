@@ -1024,7 +1024,7 @@ def run_snakemake(smk: Any) -> None:
     """
     import logging
 
-    from coolsampler.spec.study import parse_key
+    from coolsampler.spec.study import parse_key, study_from_dict
 
     with open(smk.log[0], "w") as log:
         handler = logging.StreamHandler(log)
@@ -1035,7 +1035,10 @@ def run_snakemake(smk: Any) -> None:
             claims = load_claims(smk.params.claims)
             if smk.params.probe:  # no run of the study is the paper's: stand-in runs (claims.smk)
                 claims = relax(claims)
-            runs = [parse_key(k) for k in smk.params.run_keys]
+            # the study's own runs as it lists them: a key with a schedule (_sch) or extra overrides (_x)
+            # names only a hash, which only the study can read back (the rehearsal's keys parse alone)
+            listed = study_from_dict(dict(smk.config), origin=smk.params.study).by_key()
+            runs = [listed[k] if k in listed else parse_key(k) for k in smk.params.run_keys]
             # .../runs/<model>/<task>/<settings>/metrics.parquet: the run key is in the path
             have = {"/".join(Path(p).parent.parts[-3:]): Path(p) for p in smk.input.metrics}
             data = {
