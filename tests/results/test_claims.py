@@ -341,6 +341,7 @@ def test_report_from_the_snakemake_script(tmp_path: Path, paper_runs: list[Run],
     out = {n: tmp_path / f for n, f in [("md", "claims.md"), ("csv", "claims.csv"),
            ("budget_md", "staleness_budget.md"), ("budget_csv", "staleness_budget.csv")]}  # fmt: skip
     smk = SimpleNamespace(
+        config=yaml.safe_load((REPO / "config" / "paper.yaml").read_text()),  # the study, as Snakemake has it
         input=SimpleNamespace(metrics=[str(tmp_path / "runs" / k / "metrics.parquet") for k in keys]),
         output=SimpleNamespace(**{k: str(v) for k, v in out.items()}),
         params=SimpleNamespace(

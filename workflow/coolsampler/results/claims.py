@@ -895,11 +895,25 @@ def report_markdown(
 ) -> str:
     """The reproduction report: verdict counts, the staleness budget, and every claim beside the paper."""
     n = counts(results)
+    # a study's own success criterion (where: Criterion <study>) is not the paper's: its "paper" value is
+    # the criterion's bound, and "reproduced" means the part holds
+    criterion = bool(results) and all(str(r.claim.get("where", "")).startswith("Criterion") for r in results)
     out = [
-        f"# Claims of the paper, checked on study `{study}`",
+        f"# The success criterion of study `{study}`, part by part"
+        if criterion
+        else f"# Claims of the paper, checked on study `{study}`",
         "",
         f"{len(results)} claims: " + ", ".join(f"{v} **{n[v]}**" for v in VERDICTS) + ".",
         "",
+        *(
+            [
+                "Each claim is one part of the criterion the study file states before its runs; *paper* is its"
+                " bound, *reproduced* means the part holds and *differs* that it does not.",
+                "",
+            ]
+            if criterion
+            else []
+        ),
         "Verdicts: *reproduced* = within the tolerance of the paper's value; *differs* = outside it (or not"
         " measurable); *not run* = no run of this study matches, or a matching run has no metrics yet;"
         " *incomplete* = a run stopped early (its status.json); the value over the logged steps is shown;"
