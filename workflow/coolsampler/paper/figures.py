@@ -69,7 +69,7 @@ from coolsampler.paper import labels as L
 from coolsampler.paper import plotting as P
 from coolsampler.paper.tables import Panels, RunEntry
 from coolsampler.results.analysis import first_crossing, kl_step_for, validation, value_at
-from coolsampler.results.guard import frontier_arms, frontier_table
+from coolsampler.results.guard import frontier_arms, frontier_table, largest_safe_N
 from coolsampler.spec.provenance import Provenance
 
 Options = Mapping[str, Any]
@@ -667,13 +667,6 @@ _GUARD_MARKERS = ("*", "P", "X", "p", "h")  # one per guard arm; replayed schedu
 FRONTIER_TITLE = "The staleness guard against the fixed-N frontier"
 
 
-def _frontier_N(arms: pd.DataFrame) -> int | None:
-    """The largest fixed N none of whose runs degrade (``coolsampler.results.claims.frontier_N``'s
-    rule, read from the arms table)."""
-    safe = arms[(arms["refresh"] == "fixed") & (arms["degraded"] == 0)]
-    return int(safe["N"].max()) if len(safe) else None
-
-
 def guard_frontier(
     panels: Panels,
     provenance: Provenance,
@@ -714,7 +707,8 @@ def guard_frontier(
         for _, run in table[(table["correction"] == corr) & (table["Tb"] == tb)].iterrows():
             acc.plot([run["interval"]], [run["whole"]], color=colour, alpha=0.45, linestyle="",
                      marker=P.seed_marker(run["seed"]), markersize=3, label="_run")  # fmt: skip
-        safe = _frontier_N(group)
+        fixed_runs = table[(table["correction"] == corr) & (table["Tb"] == tb) & (table["refresh"] == "fixed")]
+        safe = largest_safe_N(zip(fixed_runs["N"], fixed_runs["degraded"], strict=True))
         if safe is not None:
             for a in (deg, acc):
                 a.axvline(1.5 * safe, color=colour, linestyle=":", linewidth=1.0, label="1.5 x largest safe fixed N")

@@ -43,6 +43,7 @@ import yaml
 
 from coolsampler.results import analysis as A
 from coolsampler.results import diagnostics as D
+from coolsampler.results.guard import largest_safe_N
 from coolsampler.spec.metrics_schema import RunStatus, absent_columns, missing_text
 from coolsampler.spec.study import Run, Temperature, matches
 from coolsampler.spec.targets import TARGETS
@@ -373,13 +374,8 @@ def degrades(rd: RunData) -> bool:
 
 
 def frontier_N(runs: Sequence[tuple[RunData, Any]]) -> int | None:
-    """The largest N none of whose runs degrade (Section 2's onset): the fixed-N frontier a staleness
-    guard is measured against. None when every N has a degraded run."""
-    by_N: dict[int, list[bool]] = {}
-    for rd, _ in runs:
-        by_N.setdefault(int(rd.run.N), []).append(degrades(rd))
-    safe = [N for N, bad in by_N.items() if not any(bad)]
-    return max(safe) if safe else None
+    """The largest N none of whose runs degrade (Section 2's onset); ``results.guard.largest_safe_N``."""
+    return largest_safe_N((rd.run.N, degrades(rd)) for rd, _ in runs)
 
 
 def _group_key(rd: RunData, per: Sequence[str]) -> tuple[Any, ...]:

@@ -32,7 +32,7 @@ Imports the spec layer and the analysis (pandas); no verl, vLLM or torch.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -198,6 +198,17 @@ def run_refreshes(metrics: pd.DataFrame | None, steps: int, N: int) -> int:
     return int(steps // N)
 
 
+def largest_safe_N(runs: Iterable[tuple[int, bool]]) -> int | None:
+    """The largest N none of whose runs degrade, from ``(N, degraded)`` per fixed-N run: the frontier a
+    staleness guard is measured against (the claims' ``per: frontier`` and the frontier figure). None
+    when every N has a degraded run."""
+    by_N: dict[int, bool] = {}
+    for N, degraded in runs:
+        by_N[int(N)] = by_N.get(int(N), False) or bool(degraded)
+    safe = [N for N, bad in by_N.items() if not bad]
+    return max(safe) if safe else None
+
+
 def frontier_table(entries: Sequence[tuple[Mapping[str, Any], pd.DataFrame | None, Any]]) -> pd.DataFrame:
     """One row per run with a log: its arm, refreshes, mean refresh interval (steps / refreshes),
     whether it degrades (Section 2's onset) and its whole-run accuracy (Table 1's trapezoid mean).
@@ -259,6 +270,7 @@ __all__ = [
     "arm_label",
     "frontier_arms",
     "frontier_table",
+    "largest_safe_N",
     "logged_schedule",
     "refresh_kind",
     "replay_guard",
