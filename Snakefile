@@ -13,6 +13,8 @@ smoke study's `results/smoke`; S = `results`, shared by every study; D = `data_d
     D/<task>/<split>.parquet (+ .manifest.json)                        prepared data (rules prepare_*, toy_data)
     D/rehearsal/<task>/<split>.parquet                                 the rehearsal's toy data (rule rehearsal_data)
     S/models/toy-qwen2[-rehearsal]/                                    generated models (rules toy_model, rehearsal_model)
+    D/<world>-<key>/{train,val}.parquet, S/models/<world>-<key>/       a study's generated chain world (`worlds:`;
+                                                                       rules world_data, world_model)
     M/hub/<org>/<name>/<revision>/ (+ prefetch.json)                   a study's pinned hub models (rule prefetch_model;
                                                                        M = `models_dir`, default S/models)
     R/runs/<model>/<task>/<settings>/                                  one training run; <model>/<task>/<settings>
@@ -92,6 +94,7 @@ wildcard_constraints:
 include: "workflow/rules/build.smk"
 include: "workflow/rules/data.smk"
 include: "workflow/rules/toy.smk"
+include: "workflow/rules/world.smk"
 include: "workflow/rules/train.smk"
 include: "workflow/rules/analysis.smk"
 include: "workflow/rules/claims.smk"

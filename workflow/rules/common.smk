@@ -15,6 +15,7 @@ from coolsampler.train.rehearsal import (
     two_rank_study,
 )
 from coolsampler.spec.study import Study
+from coolsampler.spec.world import study_worlds
 from coolsampler.spec.targets import TARGETS, PanelSpec, panel_filters
 
 LAYOUT = Layout.from_config(config, R)
@@ -45,6 +46,14 @@ if PLATFORM != "cpu":
         two_rank_study(STUDY, _TL.results), get_platform("cpu-2rank"), _TL
     )
 ROOT_RE = "|".join(re.escape(r) for r in ROOTS)
+
+# The study's generated worlds by the name its runs carry, <name>-<key> (rules world_data, world_model).
+WORLDS = {w.ident: w for w in study_worlds(STUDY.raw, STUDY.name).values()}
+WORLD_RE = "|".join(re.escape(k) for k in WORLDS) or "(?!)"
+
+
+def world_of(wildcards):
+    return WORLDS[wildcards.world]
 
 
 def root_of(wildcards):

@@ -18,6 +18,9 @@
         reward: verl
         ...
 
+A world (``worlds:``, ``coolsampler.spec.world``) adds a model and a task under its name; its runs carry
+``<name>-<key>`` for both, so the key of every setting that made them is in the run's path.
+
 A hub model without a ``revision`` is fetched by each training job (the built-in paper models, whose
 revision the paper does not record); with one, rule ``prefetch_model`` downloads it on the submitting
 host and runs load it from disk offline. TP and GPUs per run follow from ``params_b``
@@ -36,6 +39,7 @@ from typing import Any
 
 from coolsampler.spec.settings import MAX_GPUS_PER_RUN, MODELS, TASKS, Model, Task
 from coolsampler.spec.validate import StudyError
+from coolsampler.spec.world import study_worlds
 
 BUILTIN_REWARDS = ("coolsampler", "verl")
 
@@ -84,7 +88,15 @@ def study_models(raw: Mapping[str, Any], origin: str) -> dict[str, Model]:
                 f" {model.gpus_per_run}; allowed: a divisor"
             )
         out[name] = model
+    for world in study_worlds(raw, origin).values():
+        _check_world_name(world.name, out, f"{origin}: worlds.{world.name}", "model")
+        out[world.name] = out[world.ident] = world.as_model()
     return out
+
+
+def _check_world_name(name: str, table: Mapping[str, Any], where: str, kind: str) -> None:
+    if name in table:
+        raise _error(f"{where}: the name of a {kind} already; allowed: a new name")
 
 
 def reward_target(reward: str) -> tuple[str, str] | None:
@@ -144,6 +156,9 @@ def study_tasks(raw: Mapping[str, Any], origin: str) -> dict[str, Task]:
         if task.val_every > task.steps:
             raise _error(f"{where}.val_every: {task.val_every} exceeds steps {task.steps}; allowed: 1..steps")
         out[name] = task
+    for world in study_worlds(raw, origin).values():
+        _check_world_name(world.name, out, f"{origin}: worlds.{world.name}", "task")
+        out[world.name] = out[world.ident] = world.as_task()
     return out
 
 

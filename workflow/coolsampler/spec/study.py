@@ -196,7 +196,7 @@ _NAME_RE = re.compile(
     rf"_Tl(?P<tl>tied|{NUM_RE})_s(?P<seed>\d+)(?:_st(?P<steps>\d+))?(?:_v(?P<val>\d+))?"
     rf"(?:_(?P<rep>cut|rerun))?(?:_(?P<extra>x[0-9a-f]{{8}}))?$"
 )
-KEY_WILDCARD_RE = r"[a-z0-9](?:[a-z0-9\-]|\.(?!\.))*/[a-z0-9]+/N\d+(?:_g[a-z_0-9]+?[0-9.e\-]+w\d+m\d+)?(?:_sch[0-9a-f]{8})?_lr[0-9.e\-]+_(?:tis|none|mu_grpo)_Tb[a-z0-9.\-]+_Tl[a-z0-9.]+_s\d+(?:_st\d+)?(?:_v\d+)?(?:_cut|_rerun)?(?:_x[0-9a-f]{8})?"  # noqa: E501
+KEY_WILDCARD_RE = r"[a-z0-9](?:[a-z0-9\-]|\.(?!\.))*/[a-z0-9]+(?:-[0-9a-f]{8})?/N\d+(?:_g[a-z_0-9]+?[0-9.e\-]+w\d+m\d+)?(?:_sch[0-9a-f]{8})?_lr[0-9.e\-]+_(?:tis|none|mu_grpo)_Tb[a-z0-9.\-]+_Tl[a-z0-9.]+_s\d+(?:_st\d+)?(?:_v\d+)?(?:_cut|_rerun)?(?:_x[0-9a-f]{8})?"  # noqa: E501
 
 
 def parse_key(key: str, study: Study | None = None) -> Run:
@@ -334,8 +334,9 @@ def _make_run(
     schedule = refresh_schedule(settings["N"])
     guard = settings.get("guard")
     return Run(
-        model=settings["model"],
-        task=settings["task"],
+        # a world's model and task are named in the study by the world's name, in the run by <name>-<key>
+        model=model.name,
+        task=task.name,
         N=longest_interval(schedule, steps) if schedule is not None else int(settings["N"]),
         lr=float(settings["lr"]),
         correction=settings["correction"],

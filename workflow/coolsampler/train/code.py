@@ -19,6 +19,8 @@ import re
 from collections.abc import Iterable
 from pathlib import Path
 
+from coolsampler.spec.source import code_content
+
 PACKAGE = "coolsampler"
 PACKAGE_DIR = Path(__file__).resolve().parents[1]
 _DOTTED = re.compile(rf"^{PACKAGE}(\.[A-Za-z_]\w*)+$")
@@ -111,26 +113,6 @@ def script_code(script: str | Path, roots: Iterable[str] = (), package_dir: str 
     script = Path(script)
     names = imported_modules(script.read_text(), "__main__") | set(roots)
     return [script, *module_files(sorted(names), package_dir).values()]
-
-
-def _strip_docstrings(tree: ast.AST) -> ast.AST:
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
-            body = node.body
-            if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
-                if isinstance(body[0].value.value, str):
-                    # a module may be empty; a class or function needs a statement
-                    node.body = body[1:] or ([] if isinstance(node, ast.Module) else [ast.Pass()])
-    return tree
-
-
-def code_content(path: str | Path) -> bytes:
-    """What of a code file can change what it does: for Python, its syntax tree without docstrings
-    (comments are not in the tree; positions are not dumped), else the bytes."""
-    path = Path(path)
-    if path.suffix != ".py":
-        return path.read_bytes()
-    return ast.dump(_strip_docstrings(ast.parse(path.read_text(), str(path)))).encode()
 
 
 __all__ = ["PACKAGE", "PACKAGE_DIR", "code_content", "imported_modules", "module_files", "script_code"]

@@ -29,7 +29,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from coolsampler.train.code import code_content
+from coolsampler.spec.source import code_content
 from coolsampler.train.container import image_sources
 
 KEY_FIELD = "training_key"  # where run.yaml records it
@@ -42,7 +42,7 @@ STALE_STATE = ("checkpoints", "attempts")
 
 def _content(path: Path) -> bytes:
     """What of a file can change a run's result. For Python code its syntax tree without docstrings
-    (``coolsampler.train.code.code_content``): a comment or docstring edit retrains nothing, a code
+    (``coolsampler.spec.source.code_content``): a comment or docstring edit retrains nothing, a code
     edit retrains every run whose image holds the module. Of ``pyproject.toml`` only the package's own
     table counts (its name, version and dependencies): its tool settings (pytest, ruff) are not
     training code. Any other file counts byte for byte."""

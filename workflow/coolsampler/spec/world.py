@@ -1,0 +1,213 @@
+"""A generated world a study trains in: the chain task with free words, and its tiny Qwen2 (``worlds:``).
+
+    worlds:
+      chain:
+        chain_length: 5          # prompt digits = answer blocks
+        words_per_block: 3       # free words before each block's running-sum digit
+        vocab_words: 32          # free-word vocabulary (single letters, the commonest first)
+        zipf: 1.0                # free-word frequencies in the supervised data, p(rank k) ~ 1/k^zipf
+        error: {base: 0.02, slope: 0.58, power: 1.5}   # P(a block's digit is wrong) = base + slope * r^power
+        model: {hidden_size: 96, intermediate_size: 288, layers: 4, heads: 3}
+        warm_start: {greedy_acc: 0.5}
+        steps: 128
+        val_every: 8
+    defaults: {model: chain, task: chain}
+
+Why a world and not just a model and a task: the paper's cliff needs a sampler with free per-token
+entropy whose rare choices predict mistakes (the learner then sharpens toward the sampler's modes, as
+Section 3.2 describes), a warm start with room to improve under *greedy* scoring, and a model small enough
+for a laptop. Those are properties of data and model together, so one block of knobs makes both, and the
+knobs (with the generator's code) key them: a run names its world as ``<name>-<key>``, so a changed knob
+is a new model, new data and new runs, never a stale cache.
+
+The generator is ``coolsampler.testkit.chain`` (torch, in the rules that build the world); this module
+only reads the knobs. No verl, vLLM or torch here.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from coolsampler.spec.settings import Model, Task
+from coolsampler.spec.source import code_content
+from coolsampler.spec.validate import StudyError
+
+# The generator, whose code is part of every world's key (a change of how data or model are made
+# rebuilds them), and the reward verl loads from it by path.
+GENERATOR = Path(__file__).resolve().parents[1] / "testkit" / "chain.py"
+REWARD_FILE = GENERATOR.relative_to(Path(__file__).resolve().parents[3]).as_posix()  # from the repository root
+REWARD_FUNCTION = "compute_score"
+# The tokens of every world: verl's Qwen token builder needs "\n" as one token and "<|im_end|>" to exist;
+# the free words follow, one letter each.
+SPECIAL_TOKENS = ("<pad>", "<s>", "</s>", *"0123456789", "=", " ", "\n", "<|im_end|>")
+
+# Block labels: the prompt pairs each digit with its block's label ("A3B1C4="), and each answer block
+# starts with its label and a copy of that digit (the operand), so a block finds its digit by content and
+# adds it at a fixed distance. Qwen2's rotary positions give a tiny model no absolute position to count
+# blocks by: measured on the 0.5 M model, unlabelled blocks still got 72% of the digits wrong after 2300
+# warm-start steps, labelled blocks without the operand were at chance (90%) after 225.
+LABELS = "ABCDEFGHI"
+# Free words are single letters (not labels) so that the one-character tokenizer keeps one token a word.
+WORD_LETTERS = "abcdefghijklmnopqrstuvwxyzJKLMNOPQRSTUVWXYZ"
+MAX_VOCAB_WORDS = len(WORD_LETTERS)
+# vLLM's CPU attention supports head sizes 32, 64, 80, ... only: the heads are 32 wide.
+HEAD_DIM = 32
+
+
+@dataclass(frozen=True)
+class ErrorLink:
+    """How a block's free words predict its digit error in the supervised data: the digit is drawn at
+    random with probability ``base + slope * r**power``, r the block's mean word rank scaled to [0, 1]
+    (0: the commonest word). Rare phrasing then predicts mistakes, so a learner that sharpens toward the
+    sampler's common words also makes fewer digit errors."""
+
+    base: float = 0.02
+    slope: float = 0.58
+    power: float = 1.5
+
+    def p_error(self, rarity: float) -> float:
+        return min(1.0, self.base + self.slope * rarity**self.power)
+
+
+@dataclass(frozen=True)
+class Shape:
+    """The Qwen2 of the world (about 0.5 M parameters at the defaults)."""
+
+    hidden_size: int = 96
+    intermediate_size: int = 288
+    layers: int = 4
+    heads: int = 3
+
+
+@dataclass(frozen=True)
+class WarmStart:
+    """Supervised warm start, stopped at the first check at or above ``greedy_acc`` (greedy decoding on
+    ``check_prompts`` held-out prompts, every ``check_every`` steps): the paper starts RL from a model
+    that solves part of the task under the score validation uses."""
+
+    greedy_acc: float = 0.5
+    max_steps: int = 4000
+    lr: float = 1e-3  # 3e-3 (the toy model's) diverged within 50 steps on the 0.5 M default shape
+    batch: int = 256
+    check_every: int = 5  # greedy accuracy jumps from 0 to 0.9 within 25 steps on the default world
+    check_prompts: int = 512
+
+
+@dataclass(frozen=True)
+class World:
+    """The knobs of one generated chain world (the study's ``worlds.<name>``)."""
+
+    name: str
+    chain_length: int = 5
+    words_per_block: int = 3
+    vocab_words: int = 32
+    zipf: float = 1.0
+    error: ErrorLink = field(default_factory=ErrorLink)
+    model: Shape = field(default_factory=Shape)
+    warm_start: WarmStart = field(default_factory=WarmStart)
+    train_prompts: int = 8000
+    val_prompts: int = 512
+    steps: int = 128
+    val_every: int = 8
+    seed: int = 0
+
+    def words(self) -> str:
+        """The free words, the commonest first (a word's index is its rarity rank)."""
+        return WORD_LETTERS[: self.vocab_words]
+
+    def vocab(self) -> list[str]:
+        return [*SPECIAL_TOKENS, *LABELS, *self.words()]
+
+    def knobs(self) -> dict[str, Any]:
+        """Every knob but the name: what the world is made from."""
+        out = asdict(self)
+        out.pop("name")
+        return out
+
+    @property
+    def key(self) -> str:
+        """Eight hex digits over the knobs and the generator's code."""
+        h = hashlib.sha256(json.dumps(self.knobs(), sort_keys=True).encode())
+        h.update(code_content(GENERATOR))
+        return h.hexdigest()[:8]
+
+    @property
+    def ident(self) -> str:
+        """The name runs carry for this world's model and task: ``<name>-<key>``."""
+        return f"{self.name}-{self.key}"
+
+    @property
+    def response_tokens(self) -> int:
+        """A whole answer: each block's label, operand, words and sum, then the end-of-sequence token."""
+        return self.chain_length * (self.words_per_block + 3) + 1
+
+    @property
+    def prompt_tokens(self) -> int:
+        """Each digit behind its block's label, then "="."""
+        return 2 * self.chain_length + 1
+
+    @property
+    def parameters(self) -> int:
+        """Qwen2 parameters (tied embeddings; q, k, v biases; RMSNorm weights)."""
+        h, f = self.model.hidden_size, self.model.intermediate_size
+        per_layer = 4 * h * h + 3 * h + 3 * h * f + 2 * h
+        return len(self.vocab()) * h + self.model.layers * per_layer + h
+
+    def as_model(self) -> Model:
+        params = self.parameters
+        return Model(self.ident, "generated", f"~{params / 1e6:.1f}M", params / 1e9)
+
+    def as_task(self) -> Task:
+        return Task(
+            self.ident,
+            "train",
+            "val",
+            max(8, self.prompt_tokens),
+            self.response_tokens + 3,  # room for a few tokens past a malformed answer
+            self.val_every,
+            self.steps,
+            first_cycle_kl_step=max(1, self.steps // 3),
+            reward=f"{REWARD_FILE}:{REWARD_FUNCTION}",
+        )
+
+
+def world_from_dict(name: str, spec: Mapping[str, Any], where: str) -> World:
+    """A world from its study block (already schema-checked), with the checks the schema cannot make."""
+    spec = dict(spec)
+    try:
+        world = World(
+            name=name,
+            error=ErrorLink(**(spec.pop("error", None) or {})),
+            model=Shape(**(spec.pop("model", None) or {})),
+            warm_start=WarmStart(**(spec.pop("warm_start", None) or {})),
+            **spec,
+        )
+    except TypeError as err:
+        raise StudyError(f"{where}: {err}") from None
+    if not 2 <= world.vocab_words <= MAX_VOCAB_WORDS:
+        raise StudyError(f"{where}.vocab_words: {world.vocab_words}; allowed: 2..{MAX_VOCAB_WORDS}")
+    if world.model.hidden_size != world.model.heads * HEAD_DIM:
+        raise StudyError(
+            f"{where}.model: hidden_size {world.model.hidden_size} is not heads x {HEAD_DIM}"
+            f" ({world.model.heads} x {HEAD_DIM} = {world.model.heads * HEAD_DIM}); vLLM's CPU attention needs"
+            f" heads {HEAD_DIM} wide"
+        )
+    if world.val_every > world.steps:
+        raise StudyError(f"{where}.val_every: {world.val_every} exceeds steps {world.steps}; allowed: 1..steps")
+    return world
+
+
+def study_worlds(raw: Mapping[str, Any], origin: str) -> dict[str, World]:
+    """The study's worlds by name (``worlds:``)."""
+    return {
+        name: world_from_dict(name, spec or {}, f"{origin}: worlds.{name}")
+        for name, spec in (raw.get("worlds") or {}).items()
+    }
+
+
+__all__ = ["GENERATOR", "ErrorLink", "Shape", "WarmStart", "World", "study_worlds", "world_from_dict"]

@@ -1,0 +1,36 @@
+# Generated chain worlds (a study's `worlds:`; coolsampler.spec.world holds the knobs, coolsampler.testkit.chain
+# makes them): D/<name>-<key>/{train,val}.parquet and S/models/<name>-<key>/, the key over the knobs and the
+# generator's code, so a changed knob builds a new world beside the old one.
+
+
+rule world_data:
+    output:
+        train=LAYOUT.task_data("{world}", "train"),
+        val=LAYOUT.task_data("{world}", "val"),
+    log:
+        f"{DATA}/logs/world_data/{{world}}.log",
+    wildcard_constraints:
+        world=WORLD_RE,
+    params:
+        knobs=lambda wc: world_of(wc).knobs(),
+        name=lambda wc: world_of(wc).name,
+    script:
+        "../scripts/world_data.py"
+
+
+rule world_model:
+    output:
+        f"{LAYOUT.model_dir('{world}')}/model.safetensors",
+    log:
+        f"{LAYOUT.shared}/models/logs/world_model/{{world}}.log",
+    benchmark:
+        f"{LAYOUT.shared}/models/logs/world_model/{{world}}.benchmark.tsv"
+    wildcard_constraints:
+        world=WORLD_RE,
+    threads: 1
+    params:
+        knobs=lambda wc: world_of(wc).knobs(),
+        name=lambda wc: world_of(wc).name,
+        out=lambda wildcards, output: Path(output[0]).parent,
+    script:
+        "../scripts/world_model.py"
