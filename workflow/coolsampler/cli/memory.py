@@ -100,7 +100,7 @@ def _memory(args: argparse.Namespace) -> int:
         return 0
     profile = Path(args.profile)
     print(markdown_table(settings, profile, platform))
-    print("\n".join(fit_lines(settings, profile, platform)) + "\n")
+    print("\n".join(f"- {line}" for line in fit_lines(settings, profile, platform)) + "\n")  # a list in Markdown
     print(process_table(settings))
     print(assumptions())
     return 0 if all(fit(s, profile, platform).fits for s in settings) else 1

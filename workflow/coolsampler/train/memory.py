@@ -28,7 +28,7 @@ from typing import Any
 
 import yaml
 
-from coolsampler.spec.settings import CHECKPOINT_BYTES_PER_PARAM, TASKS
+from coolsampler.spec.settings import CHECKPOINT_BYTES_PER_PARAM, MODELS, TASKS
 from coolsampler.spec.study import Run, Study, parse_key
 from coolsampler.train import processes
 from coolsampler.train.overrides import RunPaths, verl_overrides
@@ -697,8 +697,10 @@ def process_table(settings: list[Setting]) -> str:
     rows_by_model = {m: {i.what: i for i in process_rows(counts[m], doc)} for m in models}
     held = {m: held_per_process(by_model[m]) for m in models}
     names = list(rows_by_model[models[0]])
+    # the model's size as the paper writes it (1.5B), not its name: seven columns must fit a 1280 px page
+    label = {m: MODELS[m].params if m in MODELS else m for m in models}
     head = "| process kind | PSS MiB (cpu, measured) | seen (cpu run) | " + " | ".join(
-        f"{m}: count, GiB | {m}: each also holds at the save peak" for m in models
+        f"{label[m]}: count, GiB | {label[m]}: each also holds at the save peak" for m in models
     )
     out = [head + " |", "|---" * (3 + 2 * len(models)) + "|"]
     for name in names:
