@@ -28,7 +28,7 @@ STUDY = {
     "profile": "cpu",
     "timeout_min": 15,
     "stall_min": 4,
-    "recipe": {"prompts_per_step": 8, "samples_per_prompt": 4, "kl_coef": 1e-3, "val_samples": 32},
+    "recipe": {"prompts_per_step": 8, "samples_per_prompt": 4, "kl_coef": 1e-3, "val_samples": 64},
     "worlds": {
         "chain": {
             "chain_length": 3,
@@ -38,6 +38,7 @@ STUDY = {
             "warm_start": {"greedy_acc": 0.2, "batch": 64, "check_prompts": 64, "max_steps": 1500},
             "train_prompts": 256,
             "val_prompts": 32,
+            "sampled_val": 32,
             "steps": 4,
             "val_every": 2,
         }
@@ -61,7 +62,8 @@ def test_a_world_is_built_from_its_knobs_and_one_arm_trains_in_it(tmp_path) -> N
     # the world: data and warm-started model where the layout puts them, the model at its greedy target
     data = work / "results" / "data" / ident
     val = pd.read_parquet(data / "val.parquet")
-    assert len(val) == 32 and set(val["data_source"]) == {"chain"}
+    assert len(val) == 64 and list(val["data_source"]) == ["chain"] * 32 + ["chain-sampled"] * 32
+    assert list(val["sampler_temperature"]) == [0.0] * 32 + [1.0] * 32
     info = json.loads((work / "results" / "models" / ident / "warmstart.json").read_text())
     assert info["world"] == ident and info["greedy_acc"] >= 0.2 and info["reached_target"]
     assert "greedy accuracy" in (work / "results" / "models" / "logs" / "world_model" / f"{ident}.log").read_text()
@@ -77,6 +79,19 @@ def test_a_world_is_built_from_its_knobs_and_one_arm_trains_in_it(tmp_path) -> N
         s["data"]["val-aux/chain/digit_error/mean@1"] for s in steps if "val-aux/chain/digit_error/mean@1" in s["data"]
     ]
     assert len(digit_error) == 3 and all(0 <= e <= 1 for e in digit_error)
+    assert m.val_digit_error.dropna().tolist() == digit_error
+    # the sampled copy: the same 32 prompts, one sample each at T=1, logged apart from the greedy score;
+    # were validation still greedy for it (an unpatched or broken row temperature), both would coincide
+    assert m.val_acc_sampled.notna().sum() == 3
+    sampled_error = [
+        s["data"]["val-aux/chain-sampled/digit_error/mean@1"]
+        for s in steps
+        if "val-aux/chain-sampled/digit_error/mean@1" in s["data"]
+    ]
+    assert len(sampled_error) == 3
+    greedy = list(zip(m.val_acc.dropna(), digit_error, strict=True))
+    sampled = list(zip(m.val_acc_sampled.dropna(), sampled_error, strict=True))
+    assert greedy != sampled, (greedy, sampled)
     # the step-0 validation is the warm-started model's greedy score on the same prompts (vLLM vs HF greedy)
     assert abs(m.val_acc.iloc[0] - info["history"][-1]["acc"]) <= 0.1
     assert (work / "results" / "tinyworld" / "fig1.png").stat().st_size > 1000

@@ -17,6 +17,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+# A validation set may score a copy of its prompts by sampling (a generated world's ``sampled_val``): its
+# rows carry the data source ``<source>`` + SAMPLED_SUFFIX, so verl logs them apart. A wildcard source
+# below never matches the sampled copy unless it names the suffix itself: greedy columns stay greedy.
+SAMPLED_SUFFIX = "-sampled"
+SAMPLED_TEMPERATURE = 1.0
+
 # column -> (dtype, meaning, verl JSONL source key(s))
 COLUMNS: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "step": ("int64", "learner step t (1-based; verl's global step)", ("training/global_step",)),
@@ -49,6 +55,18 @@ COLUMNS: dict[str, tuple[str, str, tuple[str, ...]]] = {
         "float64",
         "greedy validation accuracy after this step (NaN where not validated)",
         ("val-core/*/acc/mean@1", "val-core/*/reward/mean@1"),
+    ),
+    "val_acc_sampled": (
+        "float64",
+        "validation accuracy scored by one sample per prompt at temperature 1, on the sampled copy of the"
+        " validation prompts (NaN where not validated or the set has no such copy)",
+        (f"val-core/*{SAMPLED_SUFFIX}/acc/mean@1", f"val-core/*{SAMPLED_SUFFIX}/reward/mean@1"),
+    ),
+    "val_digit_error": (
+        "float64",
+        "greedy validation: fraction of the answer's digits that are wrong (a generated chain world's reward"
+        " logs it; NaN elsewhere)",
+        ("val-aux/*/digit_error/mean@1",),
     ),
     # mu-GRPO runs in bypass mode, where verl skips its rollout-correction metrics: the loss logs it.
     "kl": (
@@ -211,12 +229,17 @@ def pick(data: dict[str, Any], column: str | tuple[str, ...]) -> Any:
     patterns = COLUMNS[column][2] if isinstance(column, str) else column
     for pat in patterns:
         if "*" in pat:
-            hits = sorted(k for k in data if fnmatch.fnmatchcase(k, pat))
+            hits = sorted(k for k in data if fnmatch.fnmatchcase(k, pat) and _same_copy(k, pat))
             if hits:
                 return data[hits[0]]
         elif pat in data:
             return data[pat]
     return ABSENT
+
+
+def _same_copy(key: str, pattern: str) -> bool:
+    """A key of the sampled validation copy matches only a pattern that names it (``SAMPLED_SUFFIX``)."""
+    return (f"{SAMPLED_SUFFIX}/" in key) == (f"{SAMPLED_SUFFIX}/" in pattern)
 
 
 REQUIRED = ("step", "kl", "entropy", "reward", "grad_norm", "kl_to_init")
@@ -242,6 +265,9 @@ PROVIDED_BY: dict[str, str] = {
     "guard_value": _PATCHED.format(keys="guard/*") + ", guard runs only",
     "guard_fired": _PATCHED.format(keys="guard/*") + ", guard runs only",
     "val_acc": "trainer.test_freq=K and trainer.val_before_train=True (verl logs val-core/*)",
+    "val_acc_sampled": "a validation set with a sampled copy (a generated world's sampled_val), run by"
+    " coolsampler's patched verl (its per-row temperature holds in validation; upstream validates at one temperature)",
+    "val_digit_error": "a generated chain world's reward (coolsampler.testkit.chain; verl logs val-aux/*/digit_error)",
     "kl": _ROLLOUT_CORR,
     "k3_kl": _ROLLOUT_CORR,
     "entropy": "verl's default (actor/entropy from the old-log-prob pass)",

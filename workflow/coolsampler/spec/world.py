@@ -112,6 +112,7 @@ class World:
     warm_start: WarmStart = field(default_factory=WarmStart)
     train_prompts: int = 8000
     val_prompts: int = 512
+    sampled_val: int = 0
     steps: int = 128
     val_every: int = 8
     seed: int = 0
@@ -140,6 +141,11 @@ class World:
     def ident(self) -> str:
         """The name runs carry for this world's model and task: ``<name>-<key>``."""
         return f"{self.name}-{self.key}"
+
+    @property
+    def val_rows(self) -> int:
+        """Rows of the validation parquet: every prompt greedily, then the sampled copies."""
+        return self.val_prompts + self.sampled_val
 
     @property
     def response_tokens(self) -> int:
@@ -197,6 +203,10 @@ def world_from_dict(name: str, spec: Mapping[str, Any], where: str) -> World:
             f" ({world.model.heads} x {HEAD_DIM} = {world.model.heads * HEAD_DIM}); vLLM's CPU attention needs"
             f" heads {HEAD_DIM} wide"
         )
+    if world.sampled_val > world.val_prompts:
+        raise StudyError(
+            f"{where}.sampled_val: {world.sampled_val} exceeds val_prompts {world.val_prompts}; allowed: 0..val_prompts"
+        )
     if world.val_every > world.steps:
         raise StudyError(f"{where}.val_every: {world.val_every} exceeds steps {world.steps}; allowed: 1..steps")
     return world
@@ -210,4 +220,26 @@ def study_worlds(raw: Mapping[str, Any], origin: str) -> dict[str, World]:
     }
 
 
-__all__ = ["GENERATOR", "ErrorLink", "Shape", "WarmStart", "World", "study_worlds", "world_from_dict"]
+def check_val_samples(worlds: Mapping[str, World], recipe: Mapping[str, Any], origin: str) -> None:
+    """A recipe's ``val_samples`` (verl's data.val_max_samples) must not cut a world's validation set:
+    verl would keep a subset of its rows, and its sampled copies could be dropped or the two scores be
+    read on different prompts."""
+    cap = int(recipe.get("val_samples", -1) or -1)
+    for world in worlds.values():
+        if 0 < cap < world.val_rows:
+            raise StudyError(
+                f"{origin}: recipe.val_samples: {cap} cuts world {world.name}'s validation set of {world.val_rows}"
+                f" rows ({world.val_prompts} greedy + {world.sampled_val} sampled); set it to {world.val_rows} or -1"
+            )
+
+
+__all__ = [
+    "GENERATOR",
+    "check_val_samples",
+    "ErrorLink",
+    "Shape",
+    "WarmStart",
+    "World",
+    "study_worlds",
+    "world_from_dict",
+]

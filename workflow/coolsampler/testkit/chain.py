@@ -121,23 +121,37 @@ def split_prompts(world) -> dict[str, list[str]]:
 
 
 def write_data(world, out_dir: str | Path) -> dict[str, Path]:
-    """verl-format parquet of both splits: one-message chat prompt, ground truth the answer's digits."""
+    """verl-format parquet of both splits: one-message chat prompt, ground truth the answer's digits.
+
+    With ``world.sampled_val`` the validation parquet holds, after every prompt, a second copy of its
+    first ``sampled_val`` prompts under the data source ``chain`` + ``SAMPLED_SUFFIX``; every validation
+    row then carries its ``sampler_temperature`` (0: greedy, 1 for the copy), which the patched verl
+    honours in validation, so one validation pass logs the greedy and the sampled score apart."""
     import pandas as pd
+
+    from coolsampler.spec.metrics_schema import SAMPLED_SUFFIX, SAMPLED_TEMPERATURE
+
+    def row(p: str, split: str, i: int, source: str = DATA_SOURCE) -> dict[str, Any]:
+        return {
+            "data_source": source,
+            "prompt": [{"role": "user", "content": p}],
+            "ability": "arithmetic",
+            "reward_model": {"style": "rule", "ground_truth": answer_digits(prompt_digits(p))},
+            "extra_info": {"split": split, "index": i},
+        }
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     paths = {}
     for split, prompts in split_prompts(world).items():
-        rows = [
-            {
-                "data_source": DATA_SOURCE,
-                "prompt": [{"role": "user", "content": p}],
-                "ability": "arithmetic",
-                "reward_model": {"style": "rule", "ground_truth": answer_digits(prompt_digits(p))},
-                "extra_info": {"split": split, "index": i},
-            }
-            for i, p in enumerate(prompts)
-        ]
+        rows = [row(p, split, i) for i, p in enumerate(prompts)]
+        if split == "val" and world.sampled_val:
+            for r in rows:
+                r["sampler_temperature"] = 0.0
+            for i, p in enumerate(prompts[: world.sampled_val]):
+                rows.append(
+                    {**row(p, split, i, DATA_SOURCE + SAMPLED_SUFFIX), "sampler_temperature": SAMPLED_TEMPERATURE}
+                )
         paths[split] = out / f"{split}.parquet"
         pd.DataFrame(rows).to_parquet(paths[split])
     return paths
