@@ -18,6 +18,7 @@ from coolsampler.results.analysis import (
     cycle_readings,
     degradation_events,
     first_crossing,
+    first_rise,
     kl_at_step,
     kl_step_for,
     kl_to_init_at,
@@ -157,6 +158,14 @@ def test_first_crossing_is_strict() -> None:
     assert first_crossing(s, 1.0) == 3
     assert first_crossing(s, 0.4) == 1
     assert first_crossing(s, 1.2) is None
+
+
+def test_first_rise_counts_from_the_running_minimum_and_is_strict() -> None:
+    s = pd.Series([0.30, 0.20, 0.21, np.nan, 0.22, 0.25], index=[0, 8, 16, 20, 24, 32])
+    assert first_rise(s, 0.02) == 32  # 0.25 > 0.20 + 0.02; 0.22 is not strictly above it
+    assert first_rise(s, 0.01) == 24
+    assert first_rise(s, 0.05) is None  # 0.30 at the start is no rise: nothing came before it
+    assert first_rise(pd.Series([0.5, 0.4, 0.3]), 0.0) is None
 
 
 def test_first_crossing_skips_nan() -> None:

@@ -258,3 +258,17 @@ def test_an_empty_log_is_an_error(tmp_path):
     p.write_bytes(b"")
     with pytest.raises(MetricsError, match="no records"):
         parse(p)
+
+
+def test_a_sampled_validation_copy_is_parsed_apart_and_never_taken_for_the_greedy_score(tmp_path: Path) -> None:
+    """A world's validation set logs two data sources: greedy rows (``arith``) and their sampled copy
+    (``arith-sampled``). Sorted, the copy's key may come first in a record; val_acc must still be greedy."""
+    sampled = {"val-core/arith-sampled/acc/mean@1": 0.1, "val-aux/arith-sampled/digit_error/mean@1": 0.4}
+    recs = records(**{f"s{t}": {**sampled, "val-aux/arith/digit_error/mean@1": 0.05} for t in (5, 10, 15, 20)})
+    recs[0]["data"] = {"val-core/arith-sampled/acc/mean@1": 0.1, VAL: 0.5}
+    df, _ = parse(write(tmp_path / "train.jsonl", recs))
+    val = df.set_index("step")
+    assert val.loc[10, "val_acc"] == pytest.approx(0.6) and val.loc[10, "val_acc_sampled"] == 0.1
+    assert val.loc[0, "val_acc"] == 0.5 and val.loc[0, "val_acc_sampled"] == 0.1
+    assert val.loc[20, "val_digit_error"] == 0.05  # the greedy rows' digit error, not the copy's
+    assert val["val_acc_sampled"].notna().sum() == 5 and val["val_digit_error"].notna().sum() == 4

@@ -32,6 +32,8 @@ PLAN = C.plan(CLAIMS, RUNS)  # claim id -> the keys of the runs it reads
 UNCONSTRUCTIBLE: dict[str, str] = {}
 
 IDS = [c["id"] for c in CLAIMS.claims]
+CLIFF_CLAIMS = C.load_claims(REPO / "config" / "cliff-claims.yaml")
+CLIFF_RUNS = load_study(REPO / "config" / "cliff.yaml").runs
 
 
 def _claim(cid: str) -> dict[str, Any]:
@@ -154,10 +156,12 @@ def test_a_shaped_run_measures_its_target(fn: str, args: dict[str, Any], target:
 def test_shapes_keep_the_metrics_schema() -> None:
     from coolsampler.spec.metrics_schema import COLUMNS
 
-    # the paper's claims, then the guard study's criterion (the one quantity only it uses: interval)
+    # the paper's claims, then the guard study's criterion (the one quantity only it uses: interval), then
+    # the cliff study's predictions (rise_lead, col_gap_at)
     files = [
         (CLAIMS, RUNS),
         (C.load_claims(REPO / "config" / "guard-claims.yaml"), load_study(REPO / "config" / "guard.yaml").runs),
+        (CLIFF_CLAIMS, CLIFF_RUNS),
     ]
     for fn in S.SHAPERS:
         claims, runs = next((cl, r) for cl, r in files if any(c["quantity"]["fn"] == fn for c in cl.claims))
@@ -252,3 +256,15 @@ def test_reported_claims_cover_every_diagnostic_and_state_no_paper_value() -> No
     assert all("paper" not in c and "tolerance" not in c and c["quantity"]["fn"] == "diag_lead" for c in reported)
     # the paper's own forward-KL claims stay asserted
     assert not _claim("s31-kl-precedes-collapse").get("reported") and not _claim("s4-lead-uncooled").get("reported")
+
+
+# The cliff study's predictions that use a quantity of their own (config/cliff-claims.yaml: P4 the gap of
+# two columns at a step, P5 a rise's lead), on its runs' shape (56 steps, validation every 8).
+@pytest.mark.parametrize("cid", ["p4-gap-shrinks", "p5-digit-error-leads"])
+def test_cliff_prediction_holds_at_its_bound_and_fails_shifted(cid: str) -> None:
+    c = next(c for c in CLIFF_CLAIMS.claims if c["id"] == cid)
+    r = C.evaluate_claim(CLIFF_CLAIMS, c, S.world(CLIFF_CLAIMS, c, CLIFF_RUNS), CLIFF_RUNS)
+    assert r.verdict == "reproduced", (cid, C.fmt(r.value), r.reason)
+    off = S.shifted(c, CLIFF_RUNS)
+    r = C.evaluate_claim(CLIFF_CLAIMS, c, S.world(CLIFF_CLAIMS, c, CLIFF_RUNS, off), CLIFF_RUNS)
+    assert r.verdict == "differs", (cid, C.fmt(r.value), off)

@@ -54,6 +54,7 @@ def test_every_knob_changes_the_key_and_the_name_does_not_hide_it() -> None:
         ("model", {"layers": 2}),
         ("warm_start", {"greedy_acc": 0.4}),
         ("seed", 2),
+        ("sampled_val", 8),
     ]:
         assert study(**{knob: value}).runs[0].model != base, knob
     assert study().runs[0].model == base  # and nothing else does
@@ -89,6 +90,7 @@ def test_response_length_fits_a_whole_answer() -> None:
         ({"val_every": 40}, r"val_every: 40 exceeds steps 16"),
         ({"zipf": -1}, r"zipf"),
         ({"colour": "red"}, r"colour"),
+        ({"val_prompts": 16, "sampled_val": 17}, r"sampled_val: 17 exceeds val_prompts 16"),
     ],
 )
 def test_bad_knobs_stop_with_one_line(world: dict[str, Any], message: str) -> None:
@@ -109,3 +111,17 @@ def test_knobs_round_trip_through_the_rules_params() -> None:
     world = world_from_dict("chain", study().raw["worlds"]["chain"], "w")
     assert world.ident == w.model
     assert world_from_dict("chain", world.knobs(), "w") == world
+
+
+def test_a_recipe_that_would_cut_the_validation_set_stops_with_one_line() -> None:
+    """verl's val_max_samples keeps a subset of the rows: the sampled copy could be dropped, or the greedy
+    and sampled scores read on different prompts."""
+    raw = copy.deepcopy(STUDY)
+    raw["worlds"]["chain"].update(val_prompts=16, sampled_val=8)
+    raw["recipe"] = {"val_samples": 16}
+    with pytest.raises(StudyError, match=r"val_samples: 16 cuts world chain's validation set of 24 rows") as err:
+        study_from_dict(raw, origin="w")
+    assert "\n" not in str(err.value)
+    for fits in (24, 100):
+        raw["recipe"] = {"val_samples": fits}
+        assert study_from_dict(raw, origin="w").runs

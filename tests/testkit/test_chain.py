@@ -90,6 +90,19 @@ def test_data_is_verl_parquet_with_the_answers_digits_as_ground_truth(tmp_path) 
     assert list(val["extra_info"].map(lambda e: e["index"])) == list(range(64))
 
 
+def test_a_sampled_copy_follows_the_greedy_rows_with_its_own_source_and_temperature(tmp_path) -> None:
+    from dataclasses import replace
+
+    val = pd.read_parquet(chain.write_data(replace(WORLD, sampled_val=16), tmp_path)["val"])
+    assert len(val) == 64 + 16
+    assert list(val["data_source"]) == ["chain"] * 64 + ["chain-sampled"] * 16
+    assert list(val["sampler_temperature"]) == [0.0] * 64 + [1.0] * 16
+    prompts = val["prompt"].map(lambda m: m[0]["content"])
+    assert list(prompts[64:]) == list(prompts[:16])  # the same prompts, scored a second time
+    train = pd.read_parquet(tmp_path / "train.parquet")
+    assert "sampler_temperature" not in train  # training rows sample at the run's own Tb
+
+
 def test_the_model_has_the_worlds_shape_and_parameter_count() -> None:
     model = chain.build_model(WORLD)
     assert sum(p.numel() for p in model.parameters()) == WORLD.parameters

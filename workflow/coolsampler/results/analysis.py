@@ -147,6 +147,17 @@ def first_crossing(series: pd.Series, threshold: float) -> int | None:
     return int(s.index[np.argmax(hit)]) if hit.any() else None
 
 
+def first_rise(series: pd.Series, delta: float) -> int | None:
+    """First step whose value is strictly more than ``delta`` above its running minimum (the lowest value
+    logged up to that step), else None. From the running minimum, not the first value: a quantity that
+    falls while training helps and then turns (an error rate) rises from its best, not from its start.
+    NaN steps are skipped."""
+    s = clean_series(series)
+    x = s.to_numpy(dtype="float64")
+    hit = x > np.minimum.accumulate(x) + delta
+    return int(s.index[np.argmax(hit)]) if hit.any() else None
+
+
 def last_five_mean(val: pd.Series) -> float:
     """Mean of the last five validation points (Table 1's end metric, steps 260-300 on GSM8K).
 

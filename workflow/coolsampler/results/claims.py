@@ -199,6 +199,18 @@ def m_diag_lead(d: RunData, diagnostic: str = "kl", threshold: float | None = No
     return D.diagnostic_lead(d.metrics, D.diagnostic(diagnostic), threshold)
 
 
+def m_rise_lead(d: RunData, col: str, delta: float) -> int | None:
+    """Onset minus the first step ``col`` is more than ``delta`` above its running minimum (e.g. the greedy
+    digit error turning up before accuracy falls); None without an onset or such a rise."""
+    return A.lead(_events(d).onset, A.first_rise(_col(d, col), float(delta)))
+
+
+def m_col_gap_at(d: RunData, col: str, minus: str, step: int) -> float:
+    """``col`` minus ``minus`` at exactly ``step`` (e.g. sampled minus greedy validation accuracy); NaN
+    where either is not logged there."""
+    return A.value_at(d.metrics, col, step) - A.value_at(d.metrics, minus, step)
+
+
 def m_last5(d: RunData) -> float:
     return A.last_five_mean(_val(d))
 
@@ -295,6 +307,8 @@ QUANTITIES: dict[str, Callable[..., Any]] = {
     "refreshes": m_refreshes,
     "interval": m_interval,
     "staleness_at_onset": m_staleness_at_onset,
+    "rise_lead": m_rise_lead,
+    "col_gap_at": m_col_gap_at,
     "col_mean": _stat("mean"),
     "col_max": _stat("max"),
     "col_min": _stat("min"),
@@ -314,6 +328,7 @@ QUANTITY_COLUMNS: dict[str, tuple[str, ...]] = {
     "lead": ("val_acc", "kl"),
     "diag_lead": _VAL,
     "staleness_at_onset": _VAL,
+    "rise_lead": _VAL,
 }
 _READING_COLUMN = {"kl": "kl", "entropy_start": "entropy", "clip": "clip_frac", "clip_cycle": "clip_frac"}
 
@@ -322,8 +337,7 @@ def quantity_columns(q: Mapping[str, Any]) -> list[str]:
     """The metrics columns claim quantity ``q`` (its ``fn`` and ``args``) reads."""
     args = q.get("args") or {}
     cols = list(QUANTITY_COLUMNS.get(q["fn"], ()))
-    if "col" in args:
-        cols.append(args["col"])
+    cols += [args[a] for a in ("col", "minus") if a in args]
     if q["fn"] == "diag_lead":
         cols.append(D.diagnostic(args.get("diagnostic", "kl")).column)
     if "reading" in args and args["reading"] in _READING_COLUMN:

@@ -229,7 +229,7 @@ def check_val_samples(worlds: Mapping[str, World], recipe: Mapping[str, Any], or
         if 0 < cap < world.val_rows:
             raise StudyError(
                 f"{origin}: recipe.val_samples: {cap} cuts world {world.name}'s validation set of {world.val_rows}"
-                f" rows ({world.val_prompts} greedy + {world.sampled_val} sampled); set it to {world.val_rows} or -1"
+                f" rows ({world.val_prompts} greedy + {world.sampled_val} sampled); set it to at least {world.val_rows}"
             )
 
 

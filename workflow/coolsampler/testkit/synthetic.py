@@ -79,6 +79,9 @@ def make_metrics(
         "guard_value": np.full(last, np.nan),  # a fixed-N run has no guard, which never fires
         "guard_fired": np.zeros(last, dtype=bool),
         "val_acc": val,
+        # a paper task has no sampled validation copy and no digit error (generated chain worlds only)
+        "val_acc_sampled": np.full(last, np.nan),
+        "val_digit_error": np.full(last, np.nan),
         "kl": k1,
         "k3_kl": kl * (1.0 - 0.3 * np.minimum(kl, 1.0)),  # k3 ~ k1 for a small mismatch, never negative
         "entropy": entropy,

@@ -300,6 +300,25 @@ def s_staleness_at_onset(df: pd.DataFrame, run: Run, v: int | None) -> None:
     df["sampler_version"] = sv
 
 
+def s_rise_lead(df: pd.DataFrame, run: Run, v: float | None, col: str, delta: float) -> None:
+    low, high = 0.1, 0.1 + 2 * float(delta)
+    _set_col(df, col, low)
+    if v is None:  # degrades, its column never rises
+        _flat_with_drop(df, run, _round_val(EVENT_STEP, run))
+        return
+    at = _round_val(v + run.val_every, run)  # the onset a validation or so after the lead
+    rise = at - int(round(v))
+    if not 1 <= rise <= run.steps:
+        raise Unconstructible(f"rise lead {v}: rise at step {rise}")
+    _flat_with_drop(df, run, at)
+    _set_col(df, col, high, df["step"].to_numpy() >= rise)
+
+
+def s_col_gap_at(df: pd.DataFrame, run: Run, v: float, col: str, minus: str, step: int) -> None:
+    _set_col(df, minus, LEVEL / 2, _at(df, step))
+    _set_col(df, col, LEVEL / 2 + v, _at(df, step))
+
+
 def _s_col(df: pd.DataFrame, run: Run, v: float, col: str, **_: Any) -> None:
     _set_col(df, col, v)
 
@@ -354,6 +373,8 @@ SHAPERS: dict[str, Callable[..., Any]] = {
     "refreshes": s_refreshes,
     "interval": s_interval,
     "staleness_at_onset": s_staleness_at_onset,
+    "rise_lead": s_rise_lead,
+    "col_gap_at": s_col_gap_at,
     "col_mean": _s_col,
     "col_max": _s_col,
     "col_min": _s_col,
