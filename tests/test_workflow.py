@@ -132,3 +132,23 @@ def test_lint_and_format():
             [sys.executable, "-m", "ruff", *ruff_args], cwd=REPO, capture_output=True, text=True, check=False
         )
         assert ruff.returncode == 0, (ruff_args, ruff.stdout)
+
+
+def test_the_cliff_study_and_its_calibration_plan_their_runs_in_one_shared_world(tmp_path):
+    """config/cliff.yaml and config/cliff-calibration.yaml name the same world knob for knob: one world
+    (data and warm-started model) serves both, and each plans exactly its own runs, its claims and Figure 1."""
+    from coolsampler.spec.study import load_study
+    from tests.stack import copy_repo
+
+    work = copy_repo(tmp_path / "repo")
+    idents = set()
+    for name in ("cliff", "cliff-calibration"):
+        study = load_study(REPO / "config" / f"{name}.yaml")
+        res = snakemake("-n", f"--configfile=config/{name}.yaml", "--cores", "2", cwd=work)
+        assert res.returncode == 0, res.stderr[-2000:]
+        planned = {re.search(r"results/[^/]+/runs/(.+?)/train\.jsonl", t).group(1) for t in jobs(res.stdout, "train")}
+        assert planned == {r.key for r in study.runs}, name
+        assert len(jobs(res.stdout, "world_model")) == 1 and f"results/{name}/claims.md" in res.stdout, name
+        assert any(f"results/{name}/fig1.pdf" in o for o in jobs(res.stdout, "figure")), name
+        idents |= {r.model for r in study.runs}
+    assert len(idents) == 1
