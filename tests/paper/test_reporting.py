@@ -318,3 +318,16 @@ def test_table_rendering_loads_no_figure_code(tmp_path: Path) -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
     assert (tmp_path / "t.csv").exists()
+
+
+def test_a_generated_world_is_named_once_in_titles_and_row_names() -> None:
+    """A world is its own model and task (``chain-<key>`` in both parts of the run key): its name once."""
+    from coolsampler.paper.figures import panel_title
+    from coolsampler.paper.labels import run_name, setting_row
+
+    world = {"model": "chain-5173b9dc", "task": "chain-5173b9dc", "N": 48, "seed": 1, "correction": "tis"}
+    assert setting_row(world) == "chain-5173b9dc N=48"
+    assert run_name(world) == "chain-5173b9dc, N=48, seed 1"
+    assert panel_title("a", [(world, None)]) == "(a) chain-5173b9dc N=48"
+    paper = {**world, "model": "qwen2.5-math-1.5b", "task": "gsm8k"}
+    assert setting_row(paper) == "1.5B GSM8K N=48"

@@ -104,9 +104,11 @@ def panel_title(letter: str, entries: Sequence[RunEntry], extra: str = "") -> st
     parts = []
     if entries:
         s0 = entries[0][0]
-        if _common(entries, "model") is not None:
+        if _common(entries, "model") is not None and _common(entries, "task") is not None:
+            parts += L.model_task_labels(s0)
+        elif _common(entries, "model") is not None:
             parts.append(L.model_label(s0))
-        if _common(entries, "task") is not None:
+        elif _common(entries, "task") is not None:
             parts.append(L.task_label(s0))
         N = _common(entries, "N")
         if N is not None:

@@ -72,9 +72,15 @@ def task_label(settings: Mapping[str, Any]) -> str:
     return TASK_LABELS.get(str(settings.get("task", "")), str(settings.get("task", "")))
 
 
+def model_task_labels(settings: Mapping[str, Any]) -> list[str]:
+    """['1.5B', 'GSM8K']; a generated world is its own model and task, so its name is given once."""
+    model, task = model_label(settings), task_label(settings)
+    return [model] if model == task else [model, task]
+
+
 def setting_row(settings: Mapping[str, Any]) -> str:
     """'1.5B GSM8K N=192': one row of Figure 2 / one block of Table 2."""
-    return f"{model_label(settings)} {task_label(settings)} N={int(settings.get('N', 0))}"
+    return " ".join([*model_task_labels(settings), f"N={int(settings.get('N', 0))}"])
 
 
 def correction_label(settings: Mapping[str, Any]) -> str:
@@ -126,7 +132,7 @@ def run_label(settings: Mapping[str, Any], *, seed: bool = True, correction: boo
 def run_name(settings: Mapping[str, Any]) -> str:
     """'7B, GSM8K, N=144, seed 1 (cut)' as Table 3 names runs."""
     N, seed = int(settings.get("N", 0)), settings.get("seed")
-    out = f"{model_label(settings)}, {task_label(settings)}, N={N}, seed {seed}"
+    out = ", ".join([*model_task_labels(settings), f"N={N}, seed {seed}"])
     if settings.get("correction") not in (None, "tis"):
         out += f", {correction_label(settings)}"
     if settings.get("replicate"):

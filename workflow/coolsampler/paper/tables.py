@@ -34,6 +34,7 @@ from coolsampler.paper.labels import (
     arm_label,
     lr_text,
     model_label,
+    model_task_labels,
     run_name,
     seed_text,
     task_label,
@@ -424,7 +425,7 @@ def table3_frames(entries: Sequence[RunEntry], cycles: int = 2) -> tuple[pd.Data
             s0 = arm[0][0]
             name = rows[0]["run"]
             if merge:
-                name = f"{model_label(s0)}, {task_label(s0)}, N={int(s0.get('N', 0))}, {len(rows)} seeds"
+                name = ", ".join([*model_task_labels(s0), f"N={int(s0.get('N', 0))}, {len(rows)} seeds"])
                 if s0.get("correction") not in (None, "tis"):
                     name += f", {arm_label(s0)}"
 
