@@ -266,7 +266,8 @@ def test_a_sampled_validation_copy_is_parsed_apart_and_never_taken_for_the_greed
     sampled = {"val-core/arith-sampled/acc/mean@1": 0.1, "val-aux/arith-sampled/digit_error/mean@1": 0.4}
     recs = records(**{f"s{t}": {**sampled, "val-aux/arith/digit_error/mean@1": 0.05} for t in (5, 10, 15, 20)})
     recs[0]["data"] = {"val-core/arith-sampled/acc/mean@1": 0.1, VAL: 0.5}
-    df, _ = parse(write(tmp_path / "train.jsonl", recs))
+    df, status = parse(write(tmp_path / "train.jsonl", recs))
+    assert status.complete, status.problems  # sparse by design, as val_acc is
     val = df.set_index("step")
     assert val.loc[10, "val_acc"] == pytest.approx(0.6) and val.loc[10, "val_acc_sampled"] == 0.1
     assert val.loc[0, "val_acc"] == 0.5 and val.loc[0, "val_acc_sampled"] == 0.1

@@ -33,6 +33,10 @@ from coolsampler.spec.metrics_schema import (
     pick,
 )
 
+# The validation columns: logged at validation steps only (the initial one, step 0, included), so sparse
+# by design; their gaps are checked against the validation interval, not step by step.
+VALIDATION_COLUMNS: tuple[str, ...] = ("val_acc", "val_acc_sampled", "val_digit_error")
+
 
 class MetricsError(ValueError):
     """A log the table cannot be built from (no records, a required metric never logged)."""
@@ -147,7 +151,7 @@ def parse_jsonl(
                 if step > 0:
                     absent.setdefault(col, []).append(step)
                 continue
-            if not _finite(val) and (step > 0 or col == "val_acc"):
+            if not _finite(val) and (step > 0 or col in VALIDATION_COLUMNS):
                 bad.setdefault(col, []).append(step)
             row[col] = np.nan if val is None else val
         rows.append(row)
@@ -168,13 +172,14 @@ def parse_jsonl(
     for col, of in LOG1P_OF.items():
         df[col] = log1p_bound(df[of])
     # A column the run logs (somewhere) but some steps lack, or logged as null/NaN/inf: keep the
-    # rows, say so. val_acc is sparse by design; its gaps are the validation check below. The
+    # rows, say so. The validation columns are sparse by design; val_acc's gaps are the validation
+    # check below (the sampled copy and the digit error come with the same validations). The
     # staleness diagnostics describe a run without measuring it: their gaps leave the log whole.
     for col in COLUMNS:
         if col in DIAGNOSTIC_COLUMNS or col in GUARD_COLUMNS:
             continue
         miss = absent.get(col, [])
-        if col not in ("step", "val_acc") and miss and len(miss) < n_train:
+        if col != "step" and col not in VALIDATION_COLUMNS and miss and len(miss) < n_train:
             problems.append(f"{len(miss)} step(s) without {col} (first at step {miss[0]})")
         if bad.get(col):
             problems.append(
