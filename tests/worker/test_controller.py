@@ -526,7 +526,9 @@ def test_agent_loop_samples_each_row_at_its_own_temperature(monkeypatch: pytest.
     assert run({"uid": "a", "sampler_temperature": 0.05}) == [(0.05, False), (0.05, False)]  # both samples
     assert run({"uid": "b", "sampler_temperature": 1.2}) == [(1.2, False), (1.2, False)]
     assert run({"uid": "c"}) == [(0.8, False), (0.8, False)]  # absent: upstream
-    assert run({"uid": "d", "sampler_temperature": 1.2}, validate=True) == [(0.8, False)]  # validation ignores it
+    # in validation too (a validation set's sampled copy beside its greedy rows); absent: upstream
+    assert run({"uid": "d", "sampler_temperature": 1.2}, validate=True) == [(1.2, False)]
+    assert run({"uid": "e"}, validate=True) == [(0.8, False)]
     assert base["temperature"] == 0.8  # the shared parameters are cloned, never edited
 
 
@@ -606,3 +608,42 @@ def test_sampler_ctrl_is_read_guarded_in_every_method_verl_tests_call_on_stubs()
         for line in guarded:
             before = src.splitlines()[src.splitlines().index(line) - 1]
             assert 'getattr(self, "_sampler_ctrl", None)' in before, (name, line)
+
+
+def test_sampled_validation_rows_draw_with_their_own_seeds(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Under full_determinism verl's server gives every request without a seed the same one: a validation
+    set's sampled rows would share one random stream, and their mean be one draw's. Patch 0005 seeds each
+    row by (step, row, sample), in validation as in training: distinct across rows, the same on a rerun."""
+    import asyncio
+    from types import SimpleNamespace
+
+    from omegaconf import OmegaConf
+
+    _, alt = _patched_verl()
+
+    async def _noop(**kwargs: object) -> None:
+        return None
+
+    monkeypatch.setattr(alt.tq, "async_kv_put", _noop)
+    seen: list[int | None] = []
+
+    async def run_agent_loop(params: dict, trajectory: dict, **kwargs: object) -> None:
+        seen.append(params.get("seed"))
+
+    rollout = {"n": 2, "val_kwargs": {"n": 1}, "full_determinism": True, "seed": 7}
+    worker = SimpleNamespace(
+        config=OmegaConf.create({"actor_rollout_ref": {"rollout": rollout}}), _run_agent_loop=run_agent_loop
+    )
+    run_prompt = alt.AgentLoopWorkerTQ.__ray_metadata__.modified_class._run_prompt
+
+    def seeds(row: int, step: int = 8) -> list[int | None]:
+        seen.clear()
+        trajectory = {"validate": True, "step": step, "sample_index": row}
+        prompt = {"uid": f"v{row}", "sampler_temperature": 1.0}
+        asyncio.run(run_prompt(worker, prompt, {"temperature": 0.0}, trajectory=trajectory))
+        return list(seen)
+
+    rows = [seeds(r) for r in range(4)]
+    assert all(len(s) == 1 and s[0] is not None for s in rows)
+    assert len({s[0] for s in rows}) == 4  # one stream per row
+    assert seeds(2) == rows[2] and seeds(2, step=16) != rows[2]  # reproducible; new draws at the next validation
