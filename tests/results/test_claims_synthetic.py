@@ -268,3 +268,39 @@ def test_cliff_prediction_holds_at_its_bound_and_fails_shifted(cid: str) -> None
     off = S.shifted(c, CLIFF_RUNS)
     r = C.evaluate_claim(CLIFF_CLAIMS, c, S.world(CLIFF_CLAIMS, c, CLIFF_RUNS, off), CLIFF_RUNS)
     assert r.verdict == "differs", (cid, C.fmt(r.value), off)
+
+
+def test_cli_reads_a_world_study_runs_by_the_study_their_run_yaml_names(tmp_path: Path, capsys) -> None:
+    """``coolsampler claims`` on run directories of a generated world: the world's model and task are the
+    study's own, so the run keys parse only with that study. run.yaml's ``study:`` finds it in the
+    checkout's config/; an unknown study name is one error that points to ``--study FILE``, which reads
+    them again."""
+    import yaml
+
+    from coolsampler.cli import main
+
+    c = next(c for c in CLIFF_CLAIMS.claims if c["id"] == "p4-gap-shrinks")
+    f = tmp_path / "p4.yaml"
+    f.write_text(yaml.safe_dump({"filters": CLIFF_CLAIMS.filters, "claims": [c]}))
+
+    def write(study: str) -> list[str]:
+        paths = []
+        for key, rd in S.world(CLIFF_CLAIMS, c, CLIFF_RUNS).items():
+            assert key.startswith("chain-")  # the world's own model, unknown outside its study
+            d = tmp_path / study / "runs" / key
+            write_metrics(rd.metrics, rd.status, d / "metrics.parquet", d / "status.json")
+            (d / "run.yaml").write_text(yaml.safe_dump({"study": study, "settings": {"key": key}}))
+            paths.append(str(d))
+        return paths
+
+    assert main(["claims", *write("cliff"), "--claims", str(f), "--out", str(tmp_path / "rep")]) == 0
+    assert list(pd.read_csv(tmp_path / "rep" / "claims.csv").verdict) == ["reproduced"]
+    capsys.readouterr()
+
+    moved = write("renamed")
+    assert main(["claims", *moved, "--claims", str(f)]) == 1
+    err = capsys.readouterr().err
+    assert "no config/*.yaml here is study 'renamed'" in err and "--study FILE" in err
+    assert main(["claims", *moved, "--claims", str(f), "--study", str(REPO / "config" / "cliff.yaml")]) == 0
+    assert "reproduced p4-gap-shrinks" in capsys.readouterr().out
+    assert main(["claims", *moved, "--study", str(tmp_path / "none.yaml")]) == 2

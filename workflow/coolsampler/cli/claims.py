@@ -2,7 +2,9 @@
 
 PATH: run directories (with ``metrics.parquet`` + ``status.json``, or ``train.jsonl``), metrics tables
 or verl JSONL logs. Each run's settings come from ``run.yaml`` beside the log (``settings.key``), else
-from the path itself (``.../<model>/<task>/<settings>/``, a run key). Claims are then evaluated exactly
+from the path itself (``.../<model>/<task>/<settings>/``, a run key). A run of a study's own model or
+task (a generated world, a ``models:`` block) parses only with that study: ``--study FILE``, or else the
+checkout's ``config/*.yaml`` whose ``name:`` is the study its ``run.yaml`` names. Claims are then evaluated exactly
 as the Snakemake report does, with the given runs as the study: a claim whose runs are not among them
 is "not run".
 
@@ -39,7 +41,7 @@ from coolsampler.results.claims import (
     summary_text,
     write_report,
 )
-from coolsampler.spec.study import Run, parse_key
+from coolsampler.spec.study import Run, Study, load_study, parse_key
 from coolsampler.train.version import REPO
 
 # The paper's claims, found from this package's checkout wherever the command runs.
@@ -47,20 +49,54 @@ DEFAULT_CLAIMS = REPO / "config" / "claims.yaml"
 UNLOGGED = "not in these logs"  # the reason results.claims gives a claim its runs' columns cannot measure
 
 
-def run_of(path: Path, key: str | None = None) -> Run:
+def study_named(name: str) -> Study | None:
+    """The checkout's study called ``name`` (the ``config/*.yaml`` whose ``name:`` it is), or None. Its own
+    models and tasks are what a run key of that study needs to parse."""
+    for f in sorted((REPO / "config").glob("*.yaml")):
+        try:
+            doc = yaml.safe_load(f.read_text())
+        except yaml.YAMLError:
+            continue
+        if isinstance(doc, dict) and doc.get("name") == name and "runs" in doc:
+            return load_study(f)
+    return None
+
+
+def parse_run_key(key: str, study: Study | None = None, study_name: str | None = None) -> Run:
+    """``key`` as a Run: with ``study`` if given; else with the built-in models and tasks, falling back to
+    the checkout's study ``study_name`` (from run.yaml) for a study's own model or task."""
+    if study is not None:
+        return parse_key(key, study)
+    try:
+        return parse_key(key)
+    except ValueError as e:
+        named = study_named(study_name) if study_name else None
+        if named is None:
+            where = f"no config/*.yaml here is study {study_name!r}" if study_name else "no study named"
+            raise ValueError(f"{e} ({where}: give the run's study file with --study FILE)") from None
+        try:
+            return parse_key(key, named)
+        except ValueError as e2:
+            raise ValueError(
+                f"{e2} (read with study {study_name!r} of this checkout; a run of an older world or model"
+                " needs the study file it was trained from: --study FILE)"
+            ) from None
+
+
+def run_of(path: Path, key: str | None = None, study: Study | None = None) -> Run:
     """The run a log belongs to: ``key`` if given, else run.yaml's key, else the path's last three parts."""
     if key:
-        return parse_key(key)
+        return parse_run_key(key, study)
     d = path if path.is_dir() else path.parent
     run_yaml = d / "run.yaml"
     if run_yaml.exists():
         loaded = yaml.safe_load(run_yaml.read_text()) or {}
         key = (loaded.get("settings") or loaded).get("key")
         if key:
-            return parse_key(key)
+            return parse_run_key(key, study, loaded.get("study"))
     parts = d.resolve().parts
     try:
-        return parse_key("/".join(parts[-3:]))
+        return parse_key("/".join(parts[-3:]), study)
     except ValueError as e:
         raise ValueError(
             f"{path}: no run.yaml and the path is not .../<model>/<task>/<settings>: {e};"
@@ -68,7 +104,7 @@ def run_of(path: Path, key: str | None = None) -> Run:
         ) from None
 
 
-def load_path(path: str | Path, key: str | None = None) -> RunData:
+def load_path(path: str | Path, key: str | None = None, study: Study | None = None) -> RunData:
     """A run's data from a run directory, a metrics table or a JSONL log (any verl log: the columns it
     never logged stay NaN, and the claims that read them say so)."""
     from coolsampler.results.claims import load_run_data
@@ -78,7 +114,7 @@ def load_path(path: str | Path, key: str | None = None) -> RunData:
         raise FileNotFoundError(f"no such file or directory: {path}")
     if p.is_file() and p.stat().st_size == 0:
         raise ValueError(f"empty file: {path}")
-    run = run_of(p, key)
+    run = run_of(p, key, study)
     d = p if p.is_dir() else p.parent
     if p.is_dir():
         p = d / "metrics.parquet" if (d / "metrics.parquet").exists() else d / "train.jsonl"
@@ -99,16 +135,18 @@ def claims_text(
     show_all: bool = False,
     errors: list[str] | None = None,
     key: str | None = None,
+    study: Study | None = None,
 ) -> tuple[str, Any]:
     """Evaluate the claims on the runs at ``paths``; the printable summary and the results. A path that
     cannot be read is reported in the text and appended to ``errors`` (the CLI then exits 1).
-    ``key``: the run key of the (one) path, for a log outside a run directory. Claims that the logs'
-    columns cannot measure are listed with the verl setting that would log what they lack."""
+    ``key``: the run key of the (one) path, for a log outside a run directory; ``study``: the study the
+    runs belong to, for its own models and tasks. Claims that the logs' columns cannot measure are listed
+    with the verl setting that would log what they lack."""
     data: dict[str, RunData] = {}
     lines = []
     for p in paths:
         try:
-            rd = load_path(p, key)
+            rd = load_path(p, key, study)
         except Exception as e:  # one bad path must not hide the others
             lines.append(f"{p}: cannot read: {type(e).__name__}: {e}")
             if errors is not None:
@@ -150,6 +188,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--claims", default=str(DEFAULT_CLAIMS), help="claims file (default: the checkout's config/claims.yaml)"
     )
     c.add_argument("--key", help="the run key of a single log outside a run directory, e.g. from `coolsampler runs`")
+    c.add_argument(
+        "--study",
+        help="the study file the runs were trained from, for its own models and tasks (default: the checkout's"
+        " config/*.yaml of the study that run.yaml names)",
+    )
     c.add_argument("--probe", action="store_true", help="relax filters to the mechanism settings (toy runs)")
     c.add_argument("--all", action="store_true", help="list the claims that are not run too")
     c.add_argument("--out", help="write claims.md, claims.csv and staleness_budget.md|csv into this directory")
@@ -166,7 +209,14 @@ def main(args: argparse.Namespace) -> int:
     if args.key and len(args.paths) > 1:
         print("coolsampler claims: --key names the run of one path; give one path", file=sys.stderr)
         return 2
-    text, (results, budget) = claims_text(claims, args.paths, args.probe, args.all, errors, args.key)
+    study = None
+    if args.study:
+        try:
+            study = load_study(args.study)
+        except (OSError, ValueError) as e:
+            print(f"coolsampler claims: --study {args.study}: {e}", file=sys.stderr)
+            return 2
+    text, (results, budget) = claims_text(claims, args.paths, args.probe, args.all, errors, args.key, study)
     sys.stdout.write(text)
     for err in errors:
         print(f"coolsampler claims: {err}", file=sys.stderr)
@@ -186,4 +236,4 @@ def main(args: argparse.Namespace) -> int:
     return 1 if errors else 0
 
 
-__all__ = ["register", "claims_text", "load_path", "main", "relax", "run_of"]
+__all__ = ["register", "claims_text", "load_path", "main", "parse_run_key", "relax", "run_of", "study_named"]
