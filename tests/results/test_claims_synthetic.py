@@ -300,7 +300,7 @@ def test_cli_reads_a_world_study_runs_by_the_study_their_run_yaml_names(tmp_path
     moved = write("renamed")
     assert main(["claims", *moved, "--claims", str(f)]) == 1
     err = capsys.readouterr().err
-    assert "no config/*.yaml here is study 'renamed'" in err and "--study FILE" in err
+    assert "no single config/*.yaml here is study 'renamed'" in err and "--study FILE" in err
     assert main(["claims", *moved, "--claims", str(f), "--study", str(REPO / "config" / "cliff.yaml")]) == 0
     assert "reproduced p4-gap-shrinks" in capsys.readouterr().out
     assert main(["claims", *moved, "--study", str(tmp_path / "none.yaml")]) == 2

@@ -27,6 +27,7 @@ from typing import Any
 
 import yaml
 
+from coolsampler.cli.figures import study_files
 from coolsampler.results.claims import (
     ClaimError,
     Claims,
@@ -50,16 +51,10 @@ UNLOGGED = "not in these logs"  # the reason results.claims gives a claim its ru
 
 
 def study_named(name: str) -> Study | None:
-    """The checkout's study called ``name`` (the ``config/*.yaml`` whose ``name:`` it is), or None. Its own
-    models and tasks are what a run key of that study needs to parse."""
-    for f in sorted((REPO / "config").glob("*.yaml")):
-        try:
-            doc = yaml.safe_load(f.read_text())
-        except yaml.YAMLError:
-            continue
-        if isinstance(doc, dict) and doc.get("name") == name and "runs" in doc:
-            return load_study(f)
-    return None
+    """The checkout's study called ``name`` (the one ``config/*.yaml`` whose ``name:`` it is), or None. Its
+    own models and tasks are what a run key of that study needs to parse."""
+    found = study_files({name})
+    return load_study(found[0]) if len(found) == 1 else None
 
 
 def parse_run_key(key: str, study: Study | None = None, study_name: str | None = None) -> Run:
@@ -72,7 +67,7 @@ def parse_run_key(key: str, study: Study | None = None, study_name: str | None =
     except ValueError as e:
         named = study_named(study_name) if study_name else None
         if named is None:
-            where = f"no config/*.yaml here is study {study_name!r}" if study_name else "no study named"
+            where = f"no single config/*.yaml here is study {study_name!r}" if study_name else "no study named"
             raise ValueError(f"{e} ({where}: give the run's study file with --study FILE)") from None
         try:
             return parse_key(key, named)

@@ -36,11 +36,8 @@ def recorded_studies(results: Path) -> set[str]:
     return names
 
 
-def find_study(results: Path, repo: Path = REPO) -> Path:
-    """The study file of ``repo/config`` that the runs under ``results`` belong to."""
-    names = recorded_studies(results)
-    if not names:
-        raise StudyError(f"{results}: no run.yaml under runs/<model>/<task>/<settings>/; name the study with --study")
+def study_files(names: set[str], repo: Path = REPO) -> list[Path]:
+    """The study files of ``repo/config`` whose ``name:`` is one of ``names`` (what run.yaml records)."""
     found = []
     for path in sorted((repo / "config").glob("*.yaml")):
         try:
@@ -49,6 +46,15 @@ def find_study(results: Path, repo: Path = REPO) -> Path:
             continue
         if isinstance(data, dict) and "runs" in data and data.get("name") in names:
             found.append(path)
+    return found
+
+
+def find_study(results: Path, repo: Path = REPO) -> Path:
+    """The study file of ``repo/config`` that the runs under ``results`` belong to."""
+    names = recorded_studies(results)
+    if not names:
+        raise StudyError(f"{results}: no run.yaml under runs/<model>/<task>/<settings>/; name the study with --study")
+    found = study_files(names, repo)
     if len(found) != 1:
         which = ", ".join(str(p.relative_to(repo)) for p in found) or "none"
         raise StudyError(
@@ -154,4 +160,4 @@ def register(sub: argparse._SubParsersAction) -> None:
     f.set_defaults(func=_figures)
 
 
-__all__ = ["register", "figures", "find_study", "recorded_studies", "snakemake_args"]
+__all__ = ["register", "figures", "find_study", "recorded_studies", "snakemake_args", "study_files"]
