@@ -212,7 +212,8 @@ def test_prefork_changes_nothing_but_start_up(deterministic_run, world, tmp_path
 
 def _assert_same_run(a: dict[int, dict], b: dict[int, dict]) -> None:
     """Every logged metric of two runs of NOOP_KEY: samples, rewards and lengths exactly, the rest to
-    float32 rounding (measured: <= 2e-4 absolute on ratio statistics near 1)."""
+    float32 rounding (measured: <= 2e-4 absolute on ratio statistics near 1, except the spread of the IS
+    ratios, whose true value is 0 at N=1: its rounding noise reached 6e-4 in one run, so those get 2e-3)."""
     compared = exact = 0
     for t in (0, 1, 2, 3):
         for k, v in b[t].items():
@@ -224,6 +225,7 @@ def _assert_same_run(a: dict[int, dict], b: dict[int, dict]) -> None:
                 assert a[t][k] == v, (t, k)  # same samples, same rewards: exactly
                 exact += 1
             else:
-                assert a[t][k] == pytest.approx(v, rel=1e-5, abs=5e-4), (t, k)
+                tol = 2e-3 if k.startswith("rollout_corr/") and k.endswith("_std") else 5e-4
+                assert a[t][k] == pytest.approx(v, rel=1e-5, abs=tol), (t, k)
             compared += 1
     assert compared > 50 and exact > 10
