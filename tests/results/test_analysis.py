@@ -24,6 +24,7 @@ from coolsampler.results.analysis import (
     kl_to_init_at,
     last_five_mean,
     lead,
+    recovers_later,
     summarize_run,
     whole_run_mean,
 )
@@ -151,6 +152,14 @@ def test_onset_at_the_last_point_is_sustained_and_censored() -> None:
 
 # --------------------------------------------------------------------------------------------------
 # crossings, means, lead
+
+
+def test_recovers_later_uses_the_recovery_band_at_the_last_point() -> None:
+    assert recovers_later(0.75, 0.80)  # exactly max - 0.05
+    assert recovers_later(0.80 - 0.05, 0.80)  # float noise of the subtraction stays inside
+    assert not recovers_later(0.7499, 0.80)
+    assert not recovers_later(math.nan, 0.80) and not recovers_later(0.8, math.nan)
+    assert not recovers_later(0.8, None) and not recovers_later(None, 0.8)
 
 
 def test_first_crossing_is_strict() -> None:

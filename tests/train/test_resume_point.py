@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from coolsampler.train.checkpoints import clear, find_checkpoints, resume_point
-from coolsampler.train.launch import resume_overrides
+from coolsampler.train.launch import logged_step
 from coolsampler.worker.checkpoint_files import TRACKER, commit, read_tracker
 
 WORLD = 2
@@ -239,11 +239,13 @@ def test_a_checkpoint_inside_a_cycle_needs_every_snapshot_share(tmp_path):
     assert resume_point(_ov(root, 1), 4).overrides == _at(root, 4)  # N=1 writes no snapshot
 
 
-def test_resume_overrides_reads_the_logged_step_from_the_attempts(tmp_path):
+def test_the_resume_point_reads_the_logged_step_from_the_attempts(tmp_path):
     root = tmp_path / "ckpt"
     _save(root, 3)
     _save(root, 6)
     log = tmp_path / "01.jsonl"
-    assert resume_overrides(_ov(root), [_log(log, 6)]) == _at(root, 6)
-    assert resume_overrides(_ov(root), [_log(log, 5)]) == _at(root, 6)  # only 6 is left: one row lost
-    assert resume_overrides([], [log]) == []
+    assert resume_point(_ov(root), logged_step([_log(log, 6)])).overrides == _at(root, 6)
+    # only 6 is left: one row lost
+    assert resume_point(_ov(root), logged_step([_log(log, 5)])).overrides == _at(root, 6)
+    assert resume_point([], logged_step([log])).overrides == []
+    assert logged_step([]) == 0

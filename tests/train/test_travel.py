@@ -27,6 +27,7 @@ import yaml
 from coolsampler.spec.provenance import run_record
 from coolsampler.spec.study import load_study
 from coolsampler.train.paths import Layout
+from coolsampler.train.platform import get_platform
 from coolsampler.train.rerun import code_files, file_digests, training_key
 
 REPO = Path(__file__).resolve().parents[2]
@@ -92,7 +93,13 @@ def fabricate_results(repo: Path) -> list[str]:
         capture_output=True,
         text=True,
     ).stdout.strip()
-    key = training_key(verl=version, recipe=study.recipe, platform="cpu", code=file_digests(repo, code_files(repo)))
+    key = training_key(
+        verl=version,
+        recipe=study.recipe,
+        platform="cpu",
+        code=file_digests(repo, code_files(repo)),
+        numerics=get_platform("cpu").numerics(),
+    )
     files = {
         f"{layout.build}/verl-{version}-py3-none-any.whl": b"wheel",
         f"{layout.model_dir('toy-qwen2')}/model.safetensors": b"weights",

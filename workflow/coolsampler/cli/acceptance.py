@@ -45,13 +45,16 @@ def _acceptance(args: argparse.Namespace) -> int:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    ap = sub.add_parser(
-        "acceptance",
-        help="the acceptance check of a machine through the real stack (needs it); prints a table of checks"
-        " (value, limit, pass/fail) and writes it to OUT/summary.md and summary.json",
+    ap = sub.add_parser("acceptance")
+    ap.add_argument(
+        "--platform", choices=("gpu", "cpu"), default="gpu", help="the stack checked: gpu (default) or the CPU stack"
     )
-    ap.add_argument("--platform", choices=("gpu", "cpu"), default="gpu")
-    ap.add_argument("--out", type=Path, default=Path("results/acceptance"))
+    ap.add_argument(
+        "--out",
+        type=Path,
+        default=Path("results/acceptance"),
+        help="directory for summary.md, summary.json and the runs' logs (default: %(default)s)",
+    )
     ap.add_argument(
         "--model",
         type=Path,

@@ -7,7 +7,9 @@ each run, a Table-1-style summary and the lead table: for every degraded run, th
 staleness diagnostic verl logs crosses its threshold and its lead over the onset
 (``coolsampler.results.diagnostics``). With ``--guard 'SIGNAL>THRESHOLD'`` it also replays the
 staleness guard over each log (``coolsampler.results.guard``): where it would have refreshed the sampler,
-against the onset. No verl, vLLM or torch: only pandas and numpy.
+against the onset. ``--figure FILE`` draws the analysed runs' validation accuracy and learner-sampler
+KL as Figure 1 draws them (``coolsampler.paper.figures.fig1``). No verl, vLLM or torch: pandas, numpy and,
+for the figure, matplotlib.
 """
 
 from __future__ import annotations
@@ -25,11 +27,12 @@ from coolsampler.paper.diagnostics import leads_markdown
 from coolsampler.paper.labels import DASH
 from coolsampler.paper.tables import f3, fkl, flead, fstep, table1_frames
 from coolsampler.paper.writers import to_markdown
-from coolsampler.results.analysis import summarize_run
+from coolsampler.results.analysis import LENGTH_UNKNOWN, UNKNOWN_LENGTH_STATUS, status_note, summarize_run
 from coolsampler.results.diagnostics import lead_table
 from coolsampler.results.guard import REPLAY_NOTE, logged_schedule, replay_guard, replay_text, schedule_line
 from coolsampler.spec.guard import GuardSpec, parse_guard_condition
-from coolsampler.spec.metrics_schema import COLUMNS, RunStatus, absent_columns, missing_text
+from coolsampler.spec.layout import RUN_GLOB, key_of_file
+from coolsampler.spec.metrics_schema import PROVIDED_BY, RunStatus, absent_columns
 
 RUN_LOGS = ("train.jsonl", "metrics.parquet", "metrics.csv")
 
@@ -42,8 +45,9 @@ def run_log(run_dir: Path) -> Path | None:
 
 def expand_paths(paths: Sequence[str]) -> list[str]:
     """Logs and tables as given; a run directory as its log; a results directory (holding
-    ``runs/<model>/<task>/<settings>/``) as the log of every run under it that has one. A directory
-    that is neither is kept as it is, so that reading it reports the error."""
+    ``runs/<model>/<task>/<settings>/``) as the log of every run under it that has one; a directory of
+    run directories (the shipped example logs, a folder of copied runs) as their logs. A directory
+    that is none of these is kept as it is, so that reading it reports the error."""
     out: list[str] = []
     for path in paths:
         p = Path(path)
@@ -54,7 +58,7 @@ def expand_paths(paths: Sequence[str]) -> list[str]:
         if log is not None:
             out.append(str(log))
             continue
-        runs = sorted(d for d in p.glob("runs/*/*/*") if d.is_dir())
+        runs = sorted(d for d in p.glob(RUN_GLOB) if d.is_dir()) or sorted(d for d in p.iterdir() if d.is_dir())
         found = [str(log) for log in map(run_log, runs) if log is not None]
         out.extend(found or [path])
     return out
@@ -115,6 +119,8 @@ def load_any(
 # length (whether the log is whole).
 NEEDED = {"N": "refresh interval (--N)", "Tb": "sampler temperature (--Tb)"}
 
+PLAIN_VERL = "assumed: plain verl (no staleness/* or sampler/* in its log)"
+
 # verl's own default sampler temperature (actor_rollout_ref.rollout.temperature in verl 0.9.1's
 # rollout.yaml): what an unpatched run, which logs no sampler/temperature, sampled at unless it set another.
 VERL_DEFAULT_TEMPERATURE = 1.0
@@ -131,17 +137,22 @@ OUTPUT_NEEDS: dict[str, tuple[str, ...]] = {
 
 
 def missing_lines(metrics: pd.DataFrame) -> list[str]:
-    """What ``metrics`` cannot give, per part of the output, with the verl setting that would provide it."""
+    """What ``metrics`` cannot give, in one line (each part of the output it loses, with the columns it
+    lacks), and in one more the verl settings that would log them, each named once."""
     absent = set(absent_columns(metrics))
-    out = []
+    parts, lacking = [], []
     for part, cols in OUTPUT_NEEDS.items():
         lack = [c for c in cols if c in absent]
         if lack:
-            out.append(f"   not computed: {part}; needs {', '.join(lack)}")
-    if out:
-        out.append("   what would log it:")
-        out += [f"     {line}" for line in missing_text(c for c in COLUMNS if c in absent)]
-    return out
+            parts.append(f"{part} (needs {', '.join(lack)})")
+            lacking += lack
+    if not parts:
+        return []
+    settings = dict.fromkeys(PROVIDED_BY.get(c, "unknown") for c in lacking)
+    return [
+        f"   not computed: {'; '.join(parts)}",
+        f"   to log them, train with: {'; '.join(settings)}",
+    ]
 
 
 def unpatched(metrics: pd.DataFrame) -> bool:
@@ -165,7 +176,7 @@ def known_settings(path: Path, given: Mapping[str, Any] | None) -> tuple[dict[st
         from coolsampler.spec.study import parse_key
 
         try:
-            s, how = parse_key("/".join(path.resolve().parent.parts[-3:])).settings(), "the run key of its directory"
+            s, how = parse_key(key_of_file(path.resolve())).settings(), "the run key of its directory"
         except ValueError:
             pass
     given = {k: v for k, v in (given or {}).items() if v is not None}
@@ -196,21 +207,20 @@ def _settings_for(
         plain = []
         if not s.get("N"):
             s["N"] = 1
-            plain.append("N=1, it refreshes its sampler every step")
+            plain.append("refreshes its sampler every step")
         if "Tb" not in s:
             s["Tb"] = VERL_DEFAULT_TEMPERATURE
-            plain.append(
-                f"Tb={VERL_DEFAULT_TEMPERATURE}, verl's default actor_rollout_ref.rollout.temperature"
-                " (--Tb if it set another)"
-            )
+            plain.append("samples at verl's default actor_rollout_ref.rollout.temperature (--Tb if it set another)")
         if plain:
-            how = (
-                (how + "; " if how else "") + "plain verl (no staleness/* or sampler/* in its log): " + "; ".join(plain)
-            )
+            how = (how + "; " if how else "") + PLAIN_VERL + " " + ", ".join(plain)
     missing = [f"{k}: {what}" for k, what in NEEDED.items() if s.get(k) in (None, "", 0)]
     s.setdefault("key", str(path))
     s.setdefault("seed", 0)
     return s, how or "none", missing
+
+
+def _missing(x: Any) -> bool:
+    return x is None or (isinstance(x, float) and x != x)
 
 
 def run_text(path: str, summary: Mapping[str, Any], settings: Mapping[str, Any], how: str) -> str:
@@ -219,10 +229,11 @@ def run_text(path: str, summary: Mapping[str, Any], settings: Mapping[str, Any],
     last = s["last_step"]
     state = "complete" if s["complete"] else "NOT complete"
     if not settings.get("steps"):
-        state = "completeness unknown: the run's length is not known (--steps, or run.yaml beside the log)"
+        state = f"{LENGTH_UNKNOWN}: not called complete (--steps, or run.yaml beside the log)"
     lines = [
         f"== {path}",
-        f"   steps up to {fstep(last)} ({state}); N={settings.get('N', DASH)} ({how}); {s['n_val']} validations",
+        f"   steps up to {fstep(last)} ({state}); {s['n_val']} validations",
+        f"   N={settings.get('N', DASH)}, Tb={settings.get('Tb', DASH)} ({how})",
         f"   peak {f3(s['peak'])} at step {fstep(s['peak_step'])}; final {f3(s['final'])}",
     ]
     if s["n_val"] == 0:
@@ -235,14 +246,15 @@ def run_text(path: str, summary: Mapping[str, Any], settings: Mapping[str, Any],
         back = f", back at {s['recovered_at']}" if s["recovered_at"] is not None else ""
         ref, sev = f3(s["reference"]), fstep(s["severe"])
         lines.append(f"   onset {s['onset']} (running max {ref}), severe {sev}, {s['kind']}{back}")
-    lines.append(
-        f"   KL > 1 at {fstep(s['kl_cross_1'])}, KL > 0.1 at {fstep(s['kl_cross_01'])},"
-        f" lead {flead(s['lead'])}, KL max {fkl(s['kl_max'])},"
-        f" KL at step {fstep(s['kl_fixed_step'])} {fkl(s['kl_fixed'])}"
-    )
-    kl_init = fkl(s["kl_to_init_90"])
-    lines.append(f"   last five {f3(s['last5'])}, whole run {f3(s['whole'])}, KL to init at 90 {kl_init}")
-    if s["note"]:
+    if not _missing(s["kl_max"]):  # a log without the KL says so once, under "not computed"
+        lines.append(
+            f"   KL > 1 at {fstep(s['kl_cross_1'])}, KL > 0.1 at {fstep(s['kl_cross_01'])},"
+            f" lead {flead(s['lead'])}, KL max {fkl(s['kl_max'])},"
+            f" KL at step {fstep(s['kl_fixed_step'])} {fkl(s['kl_fixed'])}"
+        )
+    kl_init = "" if _missing(s["kl_to_init_90"]) else f", KL to init at 90 {fkl(s['kl_to_init_90'])}"
+    lines.append(f"   last five {f3(s['last5'])}, whole run {f3(s['whole'])}{kl_init}")
+    if s["note"] and s["note"] != status_note(UNKNOWN_LENGTH_STATUS, True):  # the length: said above already
         lines.append(f"   NOTE: {s['note']}")
     return "\n".join(lines)
 
@@ -253,6 +265,7 @@ class Report:
 
     text: str
     errors: list[str] = field(default_factory=list)
+    entries: list[tuple[dict[str, Any], pd.DataFrame, RunStatus | None]] = field(default_factory=list)
 
 
 def analyze_report(
@@ -302,7 +315,7 @@ def analyze_report(
                 last >= steps, last, steps, [] if last >= steps else [f"stopped at step {last} of {steps}"]
             )
         if not s.get("steps") and status is not None and status.complete:
-            status = RunStatus(False, status.last_step, status.expected_steps, ["the run's length is unknown"])
+            status = RunStatus(False, status.last_step, status.expected_steps, [LENGTH_UNKNOWN])
         block = run_text(path, summarize_run(metrics, s, status), s, how)
         block = "\n".join([block, *missing_lines(metrics)])
         if s.get("guard") and (logged := logged_schedule(metrics)):  # a guard run: its refreshes, replayable
@@ -321,7 +334,7 @@ def analyze_report(
         blocks.append("# Staleness diagnostics against the onset\n\n" + leads_markdown(lead_table(entries)).rstrip())
         if guard is not None:
             blocks.append(f"Guard replay ({guard.text()}): under each run above. {REPLAY_NOTE}")
-    return Report("\n\n".join(blocks) + "\n", errors)
+    return Report("\n\n".join(blocks) + "\n", errors, entries)
 
 
 def analyze(paths: Sequence[str], settings: Mapping[str, Any] | None = None) -> str:
@@ -341,6 +354,32 @@ def guard_of(args: argparse.Namespace) -> GuardSpec | None:
     return GuardSpec(spec.signal, spec.threshold, window, 1 if args.guard_min is None else args.guard_min)
 
 
+FIGURE_FORMATS = (".png", ".pdf", ".svg")
+
+
+def draw(entries: Sequence[tuple[dict[str, Any], pd.DataFrame, RunStatus | None]], path: str | Path) -> Path:
+    """The analysed runs as Figure 1 draws a study's: (a) validation accuracy, (b) learner-sampler KL;
+    the format is the file's suffix. Returns the path written."""
+    from coolsampler.paper.figures import fig1
+    from coolsampler.spec.provenance import Provenance
+
+    path = Path(path)
+    if path.suffix.lower() not in FIGURE_FORMATS:
+        raise ValueError(f"--figure {path}: name a {', '.join(FIGURE_FORMATS)} file")
+    named = [({**s, "label": _legend_name(s)}, m, st) for s, m, st in entries]
+    titles = {"a": "(a) validation accuracy", "b": "(b) learner-sampler KL"}
+    fig1({"a": named, "b": named}, Provenance.here("own logs", script="coolsampler analyze"), [path], titles=titles)
+    return path
+
+
+def _legend_name(settings: Mapping[str, Any]) -> str:
+    """A log's legend entry: its folder (or file) name, then its N, Tb and correction."""
+    where = Path(str(settings.get("key", "")))
+    name = where.parent.name if where.name in RUN_LOGS else where.name
+    corr = f", {settings['correction']}" if settings.get("correction") else ""
+    return f"{name}: N={settings.get('N')}, Tb={settings.get('Tb')}{corr}"
+
+
 def _analyze(args: argparse.Namespace) -> int:
     given = {"N": args.N, "Tb": args.Tb, "steps": args.steps, "val_every": args.val_every}
     report = analyze_report(
@@ -350,19 +389,15 @@ def _analyze(args: argparse.Namespace) -> int:
         horizon=args.guard_horizon,
     )
     sys.stdout.write(report.text)
+    if args.figure and report.entries:
+        print(f"wrote {draw(report.entries, args.figure)}")
     for err in report.errors:
         print(f"coolsampler analyze: {err}", file=sys.stderr)
     return 1 if report.errors else 0
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    a = sub.add_parser(
-        "analyze",
-        help="the paper's per-run numbers for logs, tables, run directories or a study's results directory;"
-        " prints per run its degradation events (peak, onset, severe, recovery), KL crossings and lead, and what"
-        " the log lacks with the verl setting that logs it; then a Table-1 summary and the lead table (which"
-        " staleness diagnostic warns first); exit 0 when every path was analysed",
-    )
+    a = sub.add_parser("analyze")
     a.add_argument("paths", nargs="+", help="train.jsonl, metrics.parquet/.csv, a run directory or a results directory")
     a.add_argument("--N", type=int, help="refresh interval for every path (default: run.yaml, the run key, the log)")
     a.add_argument("--Tb", type=float, help="sampler temperature for every path (default: as --N)")
@@ -378,6 +413,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     a.add_argument("--guard-min", type=int, help="fewest steps between two guard refreshes (default 1)")
     a.add_argument(
         "--guard-horizon", type=int, help="a firing with no onset this many steps after it is a false alarm (default N)"
+    )
+    a.add_argument(
+        "--figure",
+        metavar="FILE",
+        help="also draw the runs' validation accuracy and KL as Figure 1 does into FILE (.png, .pdf or .svg)",
     )
     a.set_defaults(func=_analyze)
 

@@ -42,11 +42,11 @@ from coolsampler.results.claims import (
     summary_text,
     write_report,
 )
+from coolsampler.spec.layout import key_of
 from coolsampler.spec.study import Run, Study, load_study, parse_key
-from coolsampler.train.version import REPO
 
-# The paper's claims, found from this package's checkout wherever the command runs.
-DEFAULT_CLAIMS = REPO / "config" / "claims.yaml"
+# The paper's claims: a shipped file (coolsampler.spec.shipped), found wherever the command runs.
+DEFAULT_CLAIMS = "config/claims.yaml"
 UNLOGGED = "not in these logs"  # the reason results.claims gives a claim its runs' columns cannot measure
 
 
@@ -89,13 +89,12 @@ def run_of(path: Path, key: str | None = None, study: Study | None = None) -> Ru
         key = (loaded.get("settings") or loaded).get("key")
         if key:
             return parse_run_key(key, study, loaded.get("study"))
-    parts = d.resolve().parts
     try:
-        return parse_key("/".join(parts[-3:]), study)
-    except ValueError as e:
+        return parse_key(key_of(d.resolve()), study)
+    except ValueError:
         raise ValueError(
-            f"{path}: no run.yaml and the path is not .../<model>/<task>/<settings>: {e};"
-            " name the run with --key <model>/<task>/<settings> (`coolsampler runs` lists the paper's)"
+            "which run is it? No run.yaml beside it, and its directory is not <model>/<task>/<settings>;"
+            " name the run with --key <model>/<task>/<settings> (`coolsampler runs --study paper` lists the paper's)"
         ) from None
 
 
@@ -123,6 +122,19 @@ def load_path(path: str | Path, key: str | None = None, study: Study | None = No
     return RunData(run, df, status)
 
 
+def unlogged_by_setting(results: Sequence[Any]) -> dict[str, list[str]]:
+    """The verl setting that would log what each claim lacks (its reason names the columns and the
+    settings: ``results.claims``) -> the ids of those claims, each setting once."""
+    from coolsampler.spec.metrics_schema import PROVIDED_BY
+
+    settings = list(dict.fromkeys(v.split(", computed from")[0] for v in PROVIDED_BY.values()))
+    out: dict[str, list[str]] = {}
+    for r in results:
+        for setting in [v for v in settings if v in r.reason] or [r.reason]:
+            out.setdefault(setting, []).append(r.claim["id"])
+    return out
+
+
 def claims_text(
     claims: Claims,
     paths: Sequence[str],
@@ -143,44 +155,50 @@ def claims_text(
         try:
             rd = load_path(p, key, study)
         except Exception as e:  # one bad path must not hide the others
-            lines.append(f"{p}: cannot read: {type(e).__name__}: {e}")
-            if errors is not None:
+            if errors is not None:  # the caller says it (the CLI: on stderr, once)
                 errors.append(f"{p}: {e}")
+            else:
+                lines.append(f"{p}: cannot read: {type(e).__name__}: {e}")
             continue
         data[rd.run.key] = rd
     runs = [rd.run for rd in data.values()]
     use = relax(claims) if probe else claims
     results = evaluate(use, runs, data)
-    lines.append(f"{len(runs)} runs; " + ("probe (filters relaxed to the mechanism settings); " if probe else ""))
-    lines[-1] += summary_text(results).strip()
     n = counts(results)
+    # what was judged first; then the claims these logs cannot measure, one line per missing setting;
+    # then how many concern other runs, and the counts
     unmeasured = [r for r in results if r.verdict == "not run" and r.reason.startswith(UNLOGGED)]
-    for r in results:
-        if r.verdict == "not run" and not show_all and not r.reason.startswith(UNLOGGED):
-            continue
+    shown = [r for r in results if show_all or r.verdict != "not run"]
+    lines.append(
+        f"{len(runs)} run(s) read; "
+        + ("probe (filters relaxed to the mechanism settings); " if probe else "")
+        + f"{len(results) - n['not run']} of the {len(results)} claims judged on them:"
+    )
+    for r in shown:
         c = r.claim
         ours = fmt(r.value) if r.verdict != "not run" else "–"
         lines.append(
             f"  {r.verdict:<10} {c['id']:<32} paper {paper_text(c)}  ours {ours}"
             + (f"  ({r.reason})" if r.reason else "")
         )
+    if unmeasured and not show_all:
+        for setting, ids in unlogged_by_setting(unmeasured).items():
+            named = ", ".join(ids[:4]) + (f" and {len(ids) - 4} more" if len(ids) > 4 else "")
+            lines.append(f"  {len(ids)} claim(s) not judged, columns {UNLOGGED} ({named}); to log them: {setting}")
     if n["not run"] > len(unmeasured) and not show_all:
         lines.append(
             f"  ({n['not run'] - len(unmeasured)} claims not run: their runs are not among these logs;"
             " --all lists them)"
         )
+    lines.append("counts: " + summary_text(results).strip())
     return "\n".join(lines) + "\n", (results, staleness_budget(runs, data))
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    c = subparsers.add_parser(
-        "claims",
-        help="the paper's claims checked on run directories or logs; prints a verdict per claim (paper value,"
-        " ours) and, for claims a log cannot measure, the verl setting that would log what is missing",
-    )
+    c = subparsers.add_parser("claims")
     c.add_argument("paths", nargs="+", help="run directories, metrics.parquet or train.jsonl files")
     c.add_argument(
-        "--claims", default=str(DEFAULT_CLAIMS), help="claims file (default: the checkout's config/claims.yaml)"
+        "--claims", default=DEFAULT_CLAIMS, help="claims file, or a shipped one's name (default: %(default)s)"
     )
     c.add_argument("--key", help="the run key of a single log outside a run directory, e.g. from `coolsampler runs`")
     c.add_argument(
@@ -212,9 +230,11 @@ def main(args: argparse.Namespace) -> int:
             print(f"coolsampler claims: --study {args.study}: {e}", file=sys.stderr)
             return 2
     text, (results, budget) = claims_text(claims, args.paths, args.probe, args.all, errors, args.key, study)
-    sys.stdout.write(text)
     for err in errors:
         print(f"coolsampler claims: {err}", file=sys.stderr)
+    if len(errors) == len(args.paths):  # nothing was read: no verdicts to print, only why
+        return 1
+    sys.stdout.write(text)
     if args.out:
         out = Path(args.out)
         out.mkdir(parents=True, exist_ok=True)

@@ -19,6 +19,8 @@ from pathlib import Path
 
 import yaml
 
+from coolsampler.spec.layout import RUN_GLOB, RUNS, key_of_file
+from coolsampler.spec.shipped import CONFIG
 from coolsampler.spec.study import StudyError
 from coolsampler.train.version import REPO  # this package's checkout: its Snakefile draws
 
@@ -26,7 +28,7 @@ from coolsampler.train.version import REPO  # this package's checkout: its Snake
 def recorded_studies(results: Path) -> set[str]:
     """The study names the run directories under ``results/runs`` record in their run.yaml."""
     names = set()
-    for path in results.glob("runs/*/*/*/run.yaml"):
+    for path in results.glob(f"{RUN_GLOB}/run.yaml"):
         try:
             data = yaml.safe_load(path.read_text()) or {}
         except yaml.YAMLError:
@@ -36,10 +38,11 @@ def recorded_studies(results: Path) -> set[str]:
     return names
 
 
-def study_files(names: set[str], repo: Path = REPO) -> list[Path]:
-    """The study files of ``repo/config`` whose ``name:`` is one of ``names`` (what run.yaml records)."""
+def study_files(names: set[str], config: Path = CONFIG) -> list[Path]:
+    """The study files of ``config`` (default: the shipped studies, ``coolsampler.spec.shipped``) whose
+    ``name:`` is one of ``names`` (what run.yaml records)."""
     found = []
-    for path in sorted((repo / "config").glob("*.yaml")):
+    for path in sorted(config.glob("*.yaml")):
         try:
             data = yaml.safe_load(path.read_text()) or {}
         except yaml.YAMLError:
@@ -49,17 +52,17 @@ def study_files(names: set[str], repo: Path = REPO) -> list[Path]:
     return found
 
 
-def find_study(results: Path, repo: Path = REPO) -> Path:
-    """The study file of ``repo/config`` that the runs under ``results`` belong to."""
+def find_study(results: Path, config: Path = CONFIG) -> Path:
+    """The study file of ``config`` (default: the shipped studies) that the runs under ``results`` belong to."""
     names = recorded_studies(results)
     if not names:
         raise StudyError(f"{results}: no run.yaml under runs/<model>/<task>/<settings>/; name the study with --study")
-    found = study_files(names, repo)
+    found = study_files(names, config)
     if len(found) != 1:
-        which = ", ".join(str(p.relative_to(repo)) for p in found) or "none"
+        which = ", ".join(p.name for p in found) or "none"
         raise StudyError(
-            f"{results}: runs of study {', '.join(sorted(names))}; study files with that name in "
-            f"{repo / 'config'}: {which}; name one with --study"
+            f"{results}: runs of study {', '.join(sorted(names))}; shipped study files with that name: {which};"
+            " name one with --study"
         )
     return found[0]
 
@@ -93,12 +96,12 @@ def unlogged(results: Path) -> dict[str, set[str]]:
     from coolsampler.spec.metrics_schema import absent_columns
 
     out = {}
-    for log in sorted(results.glob("runs/*/*/*/train.jsonl")):
+    for log in sorted(results.glob(f"{RUN_GLOB}/train.jsonl")):
         try:
             df, _ = parse_jsonl(log, required=("step",))
         except (MetricsError, OSError):
             continue  # rule parse reports it
-        out["/".join(log.parent.parts[-3:])] = set(absent_columns(df))
+        out[key_of_file(log)] = set(absent_columns(df))
     return out
 
 
@@ -128,7 +131,7 @@ def figures(
     lead table) and ``claims.md``, then the HTML report. First says, per figure and table, what the runs'
     logs lack (``missing_lines``)."""
     results = Path(results)
-    if not (results / "runs").is_dir():
+    if not (results / RUNS).is_dir():
         raise FileNotFoundError(f"{results}: no runs/ directory (a study's results: runs/<model>/<task>/<settings>/)")
     study_path = Path(study) if study else find_study(results)
     wanted = list((yaml.safe_load(study_path.read_text()) or {}).get("figures") or {})
@@ -147,14 +150,12 @@ def _figures(args: argparse.Namespace) -> int:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    f = sub.add_parser(
-        "figures",
-        help="draw every figure, table, the claims and the report from existing run directories (never trains);"
-        " prints Snakemake's progress and the runs that are missing, which are drawn as missing",
-    )
+    f = sub.add_parser("figures")
     f.add_argument("results", help="a study's results directory (holding runs/), e.g. results/smoke")
     f.add_argument("--study", help="the study config (default: the config/*.yaml named in the runs' run.yaml)")
-    f.add_argument("--cores", type=int, default=1)
+    f.add_argument(
+        "--cores", type=int, default=1, help="Snakemake's --cores: figures drawn at once (default: %(default)s)"
+    )
     f.add_argument("-n", "--dry-run", action="store_true", help="list what would be drawn")
     f.add_argument("--no-report", action="store_true", help="skip the HTML report")
     f.set_defaults(func=_figures)

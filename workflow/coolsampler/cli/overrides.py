@@ -23,11 +23,7 @@ def _overrides(args: argparse.Namespace) -> int:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    o = sub.add_parser(
-        "overrides",
-        help="print verl's Hydra overrides for a run key, one per line, as rule train passes them"
-        " (--env: its environment, NAME=value lines)",
-    )
+    o = sub.add_parser("overrides")
     o.add_argument("key", help="run key, e.g. qwen2.5-math-1.5b/gsm8k/N192_lr2e-6_tis_Tb0.8_Tl1_s43")
     o.add_argument("--study", default="config/paper.yaml", help="study config (default: %(default)s)")
     o.add_argument("--platform", choices=list(PLATFORMS), help="default: the study's profile")

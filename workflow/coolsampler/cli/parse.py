@@ -68,13 +68,8 @@ def _parse(args: argparse.Namespace) -> int:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "parse",
-        help="parse one verl JSONL log (any verl 0.9.1 file-logger log); prints its steps, validation points,"
-        " whether it is complete and the metrics it lacks with the verl setting that logs each; --out writes"
-        " the metrics table",
-    )
-    p.add_argument("path")
+    p = sub.add_parser("parse")
+    p.add_argument("path", help="a verl JSONL log (verl's file logger), e.g. a run's train.jsonl")
     p.add_argument("--out", help="write the metrics table here: .parquet or .csv (by the suffix)")
     p.add_argument("--steps", type=int, help="expected steps (default: run.yaml beside the log)")
     p.add_argument("--val-every", type=int, help="validation interval (default: run.yaml beside the log)")

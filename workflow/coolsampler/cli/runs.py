@@ -19,7 +19,7 @@ def _runs(args: argparse.Namespace) -> int:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    r = sub.add_parser("runs", help="print a study's run keys, one per line (--source: and where each comes from)")
+    r = sub.add_parser("runs")
     r.add_argument("--study", default=SMOKE_STUDY, help="study config (default: %(default)s)")
     r.add_argument("--source", action="store_true", help="also print where each run comes from (tab-separated)")
     r.set_defaults(func=_runs)

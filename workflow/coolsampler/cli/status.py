@@ -337,11 +337,7 @@ def _status(args: argparse.Namespace) -> int:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    s = sub.add_parser(
-        "status",
-        help="where every run of a study stands: prints a table, one line per run (state, step, validation"
-        " accuracy, KL, ETA, detail), and the count per state",
-    )
+    s = sub.add_parser("status")
     s.add_argument("--study", default=SMOKE_STUDY, help="study config (default: %(default)s)")
     s.add_argument("--results", help="results directory (default: the study's results:)")
     s.set_defaults(func=_status)

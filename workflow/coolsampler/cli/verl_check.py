@@ -43,11 +43,7 @@ def _verl_check(args: argparse.Namespace) -> int:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    v = sub.add_parser(
-        "verl-check",
-        help="check every run of a study against verl's own config checks (needs the training stack);"
-        " prints 'ok KEY' or 'FAIL error' per run and a count; exit 1 if any fails",
-    )
+    v = sub.add_parser("verl-check")
     v.add_argument("--study", default="config/paper.yaml", help="study config (default: %(default)s)")
     v.add_argument("--platform", choices=list(PLATFORMS), help="default: the study's profile")
     v.set_defaults(func=_verl_check)

@@ -29,7 +29,8 @@ from coolsampler.paper import plotting as P
 from coolsampler.paper.writers import markdown_page, to_markdown
 from coolsampler.results import analysis as A
 from coolsampler.results import diagnostics as D
-from coolsampler.spec.metrics_schema import RunStatus
+from coolsampler.spec.layout import key_of_file
+from coolsampler.spec.metrics_schema import PROVIDED_BY, RunStatus
 from coolsampler.spec.provenance import Provenance
 
 # One colour per diagnostic, the same in every panel and in the lead strip.
@@ -125,25 +126,48 @@ LEAD_NOTE = (
 )
 
 
+def unlogged_line(table: pd.DataFrame) -> str:
+    """One line naming the diagnostics none of ``table``'s runs logged and the verl settings that log them
+    ('' when every one was logged somewhere): their rows would say "not logged" in every cell."""
+    names = unlogged(table)
+    if not names:
+        return ""
+    settings = dict.fromkeys(PROVIDED_BY.get(D.BY_NAME[n].column, "unknown").split(", computed from")[0] for n in names)
+    labels = ", ".join(D.BY_NAME[n].label for n in names)
+    return f"Not logged in any of these runs, so left out below: {labels}. To log them: {'; '.join(settings)}."
+
+
+def unlogged(table: pd.DataFrame) -> list[str]:
+    """The diagnostics (by name) that no run of ``table`` logged a step of."""
+    if not len(table):
+        return []
+    logged = set(table.loc[table["logged_steps"] > 0, "diagnostic"])
+    return [n for n in dict.fromkeys(table["diagnostic"]) if n not in logged]
+
+
 def leads_markdown(table: pd.DataFrame, *, heading: str = "##") -> str:
-    """The lead table of every degraded run, and the summary over them, as Markdown.
+    """The lead table of every degraded run, and the summary over them, as Markdown. Diagnostics that no
+    run logged are one line (``unlogged_line``), not a row of "not logged" each.
 
     ``table``: ``results.diagnostics.lead_table`` of a study's runs (degraded and stable)."""
+    missing, gone = unlogged_line(table), set(unlogged(table))
+    table = table[~table["diagnostic"].isin(gone)] if len(table) else table
+    shown = [d for d in D.DIAGNOSTICS if d.name not in gone]
     bad = D.degraded(table)
     runs = list(dict.fromkeys(bad["key"])) if len(bad) else []
     stable = D.stable(table)["key"].nunique() if len(table) else 0
     unjudged = table[table["validations"] == 0]["key"].nunique() if len(table) else 0
-    out = [LEAD_NOTE, ""]
+    out = [LEAD_NOTE, ""] + ([missing, ""] if missing else [])
     if unjudged:
         out += [f"{unjudged} run(s) without validation points: neither degraded nor stable, left out.", ""]
     if not runs:
         out.append(f"No run degrades under the Section 2 criteria ({stable} stable): there is nothing to lead.")
-        if len(table):
+        if len(table) and table["logged_steps"].gt(0).any():
             out += ["", f"{heading} Crossings in the stable runs (false alarms)", ""]
-            out.append(to_markdown(summary_display(D.lead_summary(table))).rstrip())
+            out.append(to_markdown(summary_display(D.lead_summary(table, shown))).rstrip())
         return "\n".join(out) + "\n"
     out += [f"{heading} Which diagnostic warns first: {len(runs)} degraded runs, {stable} stable", ""]
-    out.append(to_markdown(summary_display(D.lead_summary(table))).rstrip())
+    out.append(to_markdown(summary_display(D.lead_summary(table, shown))).rstrip())
     for key in runs:
         onset = int(bad.loc[bad["key"] == key, "onset"].iloc[0])
         first = D.earliest(bad[bad["key"] == key]).get(key, [])
@@ -181,7 +205,7 @@ def study_leads_from_files(
 
     runs = []
     for path in metrics:
-        key = "/".join(Path(path).parent.parts[-3:])
+        key = key_of_file(path)
         runs.append(({**settings.get(key, {}), "key": key}, load_metrics(path), None))
     table = D.lead_table(runs)
     prov = Provenance.here(study, script="workflow/scripts/diagnostic_leads.py")

@@ -68,7 +68,7 @@ from matplotlib.axes import Axes
 from coolsampler.paper import labels as L
 from coolsampler.paper import plotting as P
 from coolsampler.paper.tables import Panels, RunEntry
-from coolsampler.results.analysis import first_crossing, kl_step_for, validation, value_at
+from coolsampler.results.analysis import KL_EARLY_NAT, first_crossing, kl_step_for, validation, value_at
 from coolsampler.results.guard import frontier_arms, frontier_table, largest_safe_N
 from coolsampler.spec.provenance import Provenance
 
@@ -198,7 +198,7 @@ def plot_runs(
             y = np.where(y > 0, y, np.nan)  # a log axis without a floor: nothing to draw these on
         marker = P.seed_marker(settings.get("seed"))
         every: Any = None if column == "val_acc" else max(1, len(x) // 8)
-        label = L.run_label(settings, seed=False, correction=correction)
+        label = settings.get("label") or L.run_label(settings, seed=False, correction=correction)
         ax.plot(
             x,
             y,
@@ -287,13 +287,16 @@ def fig1(
     options: Options | None = None,
     *,
     selection: Mapping[str, Any] | None = None,
+    titles: Mapping[str, str] | None = None,
 ) -> None:
-    """(a) validation accuracy of panel ``a``; (b) learner-sampler KL of panel ``b`` (seed-1 runs)."""
+    """(a) validation accuracy of panel ``a``; (b) learner-sampler KL of panel ``b`` (seed-1 runs).
+    ``titles``: a panel's title where its runs share no model or task to name it by (own logs)."""
     a, b = panels.get("a", []), panels.get("b", [])
     both = _unique_entries(panels, ["a", "b"])
     fig, ax = P.new_figure(10, 3.6, L.availability_notes(both), ncols=2, caption=_caption(selection, ["a", "b"]))
-    _acc_panel(ax[0, 0], a, panel_title("a", a))
-    _kl_panel(ax[0, 1], b, panel_title("b", b), options)
+    titles = titles or {}
+    _acc_panel(ax[0, 0], a, titles.get("a") or panel_title("a", a))
+    _kl_panel(ax[0, 1], b, titles.get("b") or panel_title("b", b), options)
     kl_footnote(fig, options)
     _save(fig, outputs, provenance, "Figure 1: finite safe staleness; cooling extends it", both)
 
@@ -403,7 +406,7 @@ def fig2(
                 axa.scatter([means[t]], [y + dy], s=60, marker="|", color=colour, lw=2.5, zorder=4)
                 axa.scatter([], [], s=40, marker="|", color=colour, lw=2.5, label=f"Tb={L.value_text(t)}: seed mean")
             for e in runs:
-                cross = first_crossing(e[1].set_index("step")[column], 0.1) if column in e[1].columns else None
+                cross = first_crossing(e[1].set_index("step")[column], KL_EARLY_NAT) if column in e[1].columns else None
                 reached = cross is not None and cross <= N
                 x = cross if reached else N
                 face = colour if reached else "none"

@@ -12,11 +12,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from coolsampler.results.analysis import LENGTH_UNKNOWN
 from coolsampler.spec.metrics_schema import KL_COLUMNS
-from coolsampler.spec.settings import MODELS
+from coolsampler.spec.settings import MODELS, PAPER_RECIPE
 from coolsampler.spec.temperature import Temperature, num
 
-DEFAULT_LR = 2e-6  # the paper's learning rate ("2e-6 unless stated"): labels name only other values
+DEFAULT_LR = PAPER_RECIPE["lr"]  # the paper's learning rate ("2e-6 unless stated"): labels name only other values
 DASH = "–"
 
 CORRECTION_LABELS = {"tis": "TIS", "none": "no correction", "mu_grpo": "mu-GRPO"}
@@ -202,6 +203,8 @@ def availability_notes(entries: Sequence[tuple[Mapping[str, Any], Any, Any]]) ->
             out.append(f"{name}: missing")
         elif status is None:
             out.append(f"{name}: status unknown")
+        elif status.problems == [LENGTH_UNKNOWN]:  # a bare log: not incomplete, its length is not known
+            out.append(f"{name}: {LENGTH_UNKNOWN} ({status.last_step} steps logged)")
         elif not status.complete:
             why = f" ({'; '.join(status.problems)})" if status.problems else ""
             out.append(f"{name}: unfinished at step {status.last_step}/{status.expected_steps}{why}")

@@ -27,6 +27,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
 from coolsampler.paper.labels import DEFAULT_LR, tb_initial, tb_kind
+from coolsampler.results.analysis import KL_LEAD_NAT, nat_text
 from coolsampler.spec.provenance import Provenance
 
 # --------------------------------------------------------------------------------------------------
@@ -89,7 +90,7 @@ def run_colour(settings: Mapping[str, Any]) -> Any:
 
 
 REFRESH_LABEL = "sampler refresh (every N steps)"
-ONE_NAT_LABEL = "1 nat"
+ONE_NAT_LABEL = nat_text(KL_LEAD_NAT)
 FLOOR_LABEL = "value <= 0 or below the axis floor, drawn on it"
 FLOOR_MARKER = "v"
 
@@ -165,10 +166,10 @@ def kl_axis(
     """Log-scale KL axis with the dashed 1-nat reference line of Figures 1b, 4b and 8, labelled on
     the axis and in the legend; ``limits`` from ``log_limits``."""
     ax.set_yscale("log")
-    ax.axhline(1.0, color="black", ls="--", lw=0.8, zorder=1, label=ONE_NAT_LABEL)
+    ax.axhline(KL_LEAD_NAT, color="black", ls="--", lw=0.8, zorder=1, label=ONE_NAT_LABEL)
     ax.annotate(
         ONE_NAT_LABEL,
-        xy=(0.0, 1.0),
+        xy=(0.0, KL_LEAD_NAT),
         xycoords=("axes fraction", "data"),
         xytext=(3, 2),
         textcoords="offset points",

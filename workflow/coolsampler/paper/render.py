@@ -85,45 +85,30 @@ def run_snakemake_target(smk: Any, kind: str) -> None:
     Logging and stderr go to ``smk.log[0]``; a failure is logged with its traceback there and then
     re-raised with the real stderr restored, so Snakemake reports it and the log explains it.
     """
-    import logging
-    import sys
+    from coolsampler.results.smklog import snakemake_log
 
-    real_stderr = sys.stderr
-    with open(smk.log[0], "w") as log:
-        sys.stderr = log
-        handler = logging.StreamHandler(log)
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
-        logger = logging.getLogger("coolsampler")
-        logger.addHandler(handler)
-        logger.setLevel(logging.INFO)
-        try:
-            target = smk.params.target
-            if TARGETS[target].kind != kind:
-                raise ValueError(f"{target} is a {TARGETS[target].kind}, not a {kind}")
-            check_panels(target, smk.params.panels)
-            panels = load_panels(dict(smk.params.panels))
-            logger.info("%s: runs per panel %s", target, {p: len(r) for p, r in panels.items()})
-            seen: set[str] = set()
-            for entries in panels.values():
-                for note_ in availability_notes(entries):
-                    if note_ not in seen:
-                        seen.add(note_)
-                        logger.warning("%s: %s", target, note_)
-            # The commit is read here, not passed as a param: a param would rerun every figure on each commit.
-            prov = Provenance.here(
-                smk.params.study, commit=getattr(smk.params, "commit", None), script=f"workflow/scripts/{kind}.py"
-            )
-            options = getattr(smk.params, "options", None) or {}
-            selection = getattr(smk.params, "selection", None)
-            outs = [str(o) for o in smk.output]
-            render(target, panels, prov, None, outs, options, dict(selection) if selection else None)
-            logger.info("wrote %s (%s)", ", ".join(map(str, smk.output)), prov.footer())
-        except Exception:
-            logger.exception("rendering %s failed", getattr(smk.params, "target", "?"))
-            raise
-        finally:
-            logger.removeHandler(handler)
-            sys.stderr = real_stderr
+    with snakemake_log(smk.log[0], f"rendering {getattr(smk.params, 'target', '?')}") as logger:
+        target = smk.params.target
+        if TARGETS[target].kind != kind:
+            raise ValueError(f"{target} is a {TARGETS[target].kind}, not a {kind}")
+        check_panels(target, smk.params.panels)
+        panels = load_panels(dict(smk.params.panels))
+        logger.info("%s: runs per panel %s", target, {p: len(r) for p, r in panels.items()})
+        seen: set[str] = set()
+        for entries in panels.values():
+            for note_ in availability_notes(entries):
+                if note_ not in seen:
+                    seen.add(note_)
+                    logger.warning("%s: %s", target, note_)
+        # The commit is read here, not passed as a param: a param would rerun every figure on each commit.
+        prov = Provenance.here(
+            smk.params.study, commit=getattr(smk.params, "commit", None), script=f"workflow/scripts/{kind}.py"
+        )
+        options = getattr(smk.params, "options", None) or {}
+        selection = getattr(smk.params, "selection", None)
+        outs = [str(o) for o in smk.output]
+        render(target, panels, prov, None, outs, options, dict(selection) if selection else None)
+        logger.info("wrote %s (%s)", ", ".join(map(str, smk.output)), prov.footer())
 
 
 __all__ = ["load_panels", "render", "run_snakemake_target", "target_function"]

@@ -44,7 +44,8 @@ from coolsampler.paper.labels import (
     tl_text,
 )
 from coolsampler.paper.writers import write_table
-from coolsampler.results.analysis import cycle_readings, summarize_run
+from coolsampler.results import analysis as A
+from coolsampler.results.analysis import cycle_readings, recovers_later, summarize_run
 from coolsampler.results.guard import run_refreshes
 from coolsampler.spec.metrics_schema import RunStatus
 from coolsampler.spec.provenance import Provenance
@@ -106,6 +107,11 @@ def summaries(entries: Sequence[RunEntry]) -> list[dict[str, Any]]:
 
 # --------------------------------------------------------------------------------------------------
 # Number formatting
+
+
+def _last_step(metrics: pd.DataFrame | None) -> int:
+    """The last step a log records (0 without one)."""
+    return int(metrics["step"].max()) if metrics is not None and len(metrics) else 0
 
 
 def _isnan(x: Any) -> bool:
@@ -186,8 +192,11 @@ def table1_frames(entries: Sequence[RunEntry]) -> tuple[pd.DataFrame, pd.DataFra
             "Tb": tb_text(s0),
             "N": N,
             "lr": float(s0.get("lr", DEFAULT_LR)),
-            # what the logs record (a guard's or a schedule's), else the fixed gate's count
-            "refreshes": float(np.mean([run_refreshes(e[1], steps, N) for e in arm])) if N else np.nan,
+            # what the logs record (a guard's or a schedule's), else the fixed gate's count over the run's
+            # length (unknown for a bare log: its last logged step)
+            "refreshes": float(np.mean([run_refreshes(e[1], steps or _last_step(e[1]), N) for e in arm]))
+            if N
+            else np.nan,
             "runs": len(arm),
             "degraded": severe,
             "with_metrics": len(have),
@@ -253,7 +262,7 @@ def outcome_text(s: Mapping[str, Any]) -> str:
         return "stable"
     if s["kind"] == "transient":
         return f"transient dip at {s['onset']}"
-    if not _isnan(s["final"]) and not _isnan(s["reference"]) and s["final"] >= s["reference"] - 0.05 - 1e-9:
+    if recovers_later(s["final"], s["reference"]):
         return "sustained, recovers later"
     return "sustained"
 
@@ -361,8 +370,9 @@ def table2_frames(entries: Sequence[RunEntry]) -> tuple[pd.DataFrame, pd.DataFra
 TABLE2_CAPTION = (
     "Degradation events under the fixed criteria of Section 2, for every run that degrades and the runs "
     "of the same model, task, N, learning rate and correction it is compared with. Onset: first "
-    "validation point <= running max - 0.10 after step 30; KL > 0.1 / KL > 1: first step with "
-    "learner-sampler KL (verl rollout_corr/kl, k1) above 0.1 / one nat per token; lead = onset - KL > 1 "
+    f"validation point {A.ONSET_TEXT}; KL > {A.KL_EARLY_NAT:g} / KL > {A.KL_LEAD_NAT:g}: first step with "
+    f"learner-sampler KL (verl rollout_corr/kl, k1) above {A.KL_EARLY_NAT:g} / "
+    f"{A.nat_text(A.KL_LEAD_NAT)} per token; lead = onset - KL > {A.KL_LEAD_NAT:g} "
     "(positive: KL crossed first). Runs with no onset are listed as stable."
 )
 
@@ -561,11 +571,11 @@ def table4_frames(entries: Sequence[RunEntry]) -> tuple[pd.DataFrame, pd.DataFra
 
 
 TABLE4_CAPTION = (
-    "Every run. Peak and final validation accuracy, degradation onset (<= running max - 0.10), severe "
-    "degradation (<= max - 0.15), first step with learner-sampler KL above 1 nat, and KL maximum (KL: "
-    "verl rollout_corr/kl, k1). Tb: sampler temperature (* = initial value of a controller/schedule); Tl: "
-    "learner temperature. Added columns: KL at step 110 (60 where N <= 110), learner KL to the initial "
-    "policy at step 90, last-five and whole-run validation means."
+    f"Every run. Peak and final validation accuracy, degradation onset ({A.ONSET_TEXT}), severe "
+    f"degradation ({A.SEVERE_TEXT}), first step with learner-sampler KL above {A.nat_text(A.KL_LEAD_NAT)}, "
+    "and KL maximum (KL: verl rollout_corr/kl, k1). Tb: sampler temperature (* = initial value of a "
+    f"controller/schedule); Tl: learner temperature. Added columns: KL at {A.KL_STEP_TEXT}, learner KL to "
+    "the initial policy at step 90, last-five and whole-run validation means."
 )
 
 

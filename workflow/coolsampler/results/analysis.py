@@ -42,6 +42,25 @@ EPS = 1e-9
 # Fixed-step KL of Figure 2a: "KL at a fixed step of the first cycle (110, or 60 where the refresh is at 96)".
 KL_STEP = 110
 KL_STEP_SHORT = 60
+# Learner-sampler KL levels (nats per token): the first crossing of KL_LEAD_NAT is what Table 2's lead is
+# measured from; KL_EARLY_NAT is Figure 2b's earlier reading. Named here so tables, figures and claims
+# read the same numbers.
+KL_LEAD_NAT = 1.0
+KL_EARLY_NAT = 0.1
+
+
+def nat_text(level: float) -> str:
+    """A KL level for people: '1 nat', '0.1 nat'."""
+    return f"{level:g} nat"
+
+
+# The criterion and the fixed-step rule in words, for captions: built from the numbers above, so a
+# caption cannot state a threshold the analysis does not apply.
+ONSET_TEXT = f"<= running max - {ONSET_DROP:.2f} after step {AFTER_STEP}"
+SEVERE_TEXT = f"<= max - {SEVERE_DROP:.2f}"
+KL_STEP_TEXT = (
+    f"step {KL_STEP} (step {KL_STEP_SHORT} where {KL_STEP_SHORT} < N <= {KL_STEP}, step N where N <= {KL_STEP_SHORT})"
+)
 
 
 def clean_series(s: pd.Series | None) -> pd.Series:
@@ -184,6 +203,16 @@ def whole_run_mean(val: pd.Series) -> float:
     return float(np.sum((y[1:] + y[:-1]) * np.diff(x)) / 2.0 / (x[-1] - x[0]))
 
 
+def recovers_later(final: float | None, reference: float | None) -> bool:
+    """Whether a sustained degradation ends back within ``RECOVERY_BAND`` of its pre-onset maximum
+    (``reference``) at the last validation (``final``): Table 2's "sustained, recovers later". The band
+    is the transient criterion's, applied at the end of the run instead of within ``RECOVERY_WINDOW``
+    of the onset; a missing value recovers nothing."""
+    if final is None or reference is None or math.isnan(final) or math.isnan(reference):
+        return False
+    return final >= reference - RECOVERY_BAND - EPS
+
+
 def lead(onset: int | None, kl_cross: int | None) -> int | None:
     """Onset minus the first KL > 1 step (positive: the KL crossed first); None if either is missing."""
     if onset is None or kl_cross is None:
@@ -294,12 +323,20 @@ def _nanmean(m: pd.DataFrame, col: str, mask: np.ndarray) -> float:
 # One run, summarised
 
 
+# A log read without the run's length (no run.yaml, no --steps): never called complete, and never called
+# incomplete either (its last step is all that is known of its length).
+LENGTH_UNKNOWN = "the run's length is unknown"
+UNKNOWN_LENGTH_STATUS = RunStatus(False, 0, 0, [LENGTH_UNKNOWN])
+
+
 def status_note(status: RunStatus | None, has_metrics: bool) -> str:
     """Human-readable reason a run's numbers are not those of a whole run ('' if they are)."""
     if not has_metrics:
         return "no metrics (run missing or not parsed)"
     if status is None:
         return "status unknown (no status record)"
+    if status.problems == [LENGTH_UNKNOWN]:
+        return f"{LENGTH_UNKNOWN}: numbers cover the logged steps"
     if not status.complete:
         why = f"incomplete: last step {status.last_step} of {status.expected_steps}"
         if status.problems:
@@ -322,7 +359,7 @@ def summarize_run(
     kl = _column(metrics, "kl")
     ev = degradation_events(val)
     N = int(run_settings.get("N", 0) or 0)
-    kl1, kl01 = first_crossing(kl, 1.0), first_crossing(kl, 0.1)
+    kl1, kl01 = first_crossing(kl, KL_LEAD_NAT), first_crossing(kl, KL_EARLY_NAT)
     has = metrics is not None and not metrics.empty
     note = status_note(status, has)
     if ev.window_censored and ev.kind == "sustained":
@@ -354,6 +391,8 @@ def summarize_run(
 
 
 __all__ = [
+    "LENGTH_UNKNOWN",
+    "UNKNOWN_LENGTH_STATUS",
     "DegradationEvents",
     "cycle_age",
     "cycle_of",

@@ -44,6 +44,7 @@ import yaml
 from coolsampler.results import analysis as A
 from coolsampler.results import diagnostics as D
 from coolsampler.results.guard import largest_safe_N
+from coolsampler.spec.layout import Layout, key_of_file
 from coolsampler.spec.metrics_schema import RunStatus, absent_columns, missing_text
 from coolsampler.spec.study import Run, Temperature, matches
 from coolsampler.spec.targets import TARGETS
@@ -94,10 +95,6 @@ def _cycle_window(d: RunData, cycle: int | None) -> tuple[int | None, int | None
         return None, None
     N = d.run.N
     return (cycle - 1) * N + 1, cycle * N
-
-
-def _float_or_nan(x: Any) -> float:
-    return float(x) if x is not None and len(np.atleast_1d(x)) else math.nan
 
 
 def _events(d: RunData, until: int | None = None) -> A.DegradationEvents:
@@ -164,7 +161,7 @@ def m_back_at(d: RunData, band: float = A.RECOVERY_BAND) -> int | None:
     return int(back.index[0]) if len(back) else None
 
 
-def m_kl_cross(d: RunData, threshold: float = 1.0, first_cycle: bool = False, since: int | None = None) -> int | None:
+def m_kl_cross(d: RunData, threshold: float = A.KL_LEAD_NAT, first_cycle: bool = False, since: int | None = None) -> int | None:
     kl = _window(_col(d, "kl"), since, d.run.N if first_cycle else None)
     return A.first_crossing(kl, threshold)
 
@@ -190,7 +187,7 @@ def m_kl_to_init(d: RunData, step: int = 90) -> float:
 def m_lead(d: RunData, event: str = "onset") -> int | None:
     """``event`` step minus the first KL > 1 step (Table 2's lead; event: onset or severe)."""
     ev = _events(d)
-    return A.lead(ev.onset if event == "onset" else ev.severe, A.first_crossing(_col(d, "kl"), 1.0))
+    return A.lead(ev.onset if event == "onset" else ev.severe, A.first_crossing(_col(d, "kl"), A.KL_LEAD_NAT))
 
 
 def m_diag_lead(d: RunData, diagnostic: str = "kl", threshold: float | None = None) -> int | None:
@@ -1046,48 +1043,37 @@ def run_snakemake(smk: Any) -> None:
     params: claims (file), study (name), run_keys (every run of the study), defined (the
     study's figure/table targets). input.metrics: the metrics tables that exist (the rule's inputs).
     """
-    import logging
-
+    from coolsampler.results.smklog import snakemake_log
     from coolsampler.spec.study import parse_key, study_from_dict
 
-    with open(smk.log[0], "w") as log:
-        handler = logging.StreamHandler(log)
-        logger = logging.getLogger("coolsampler.results.claims")
-        logger.addHandler(handler)
-        logger.setLevel(logging.INFO)
-        try:
-            claims = load_claims(smk.params.claims)
-            if smk.params.probe:  # no run of the study is the paper's: stand-in runs (claims.smk)
-                claims = relax(claims)
-            # the study's own runs as it lists them: a key with a schedule (_sch) or extra overrides (_x)
-            # names only a hash, which only the study can read back (the rehearsal's keys parse alone)
-            listed = study_from_dict(dict(smk.config), origin=smk.params.study).by_key()
-            runs = [listed[k] if k in listed else parse_key(k) for k in smk.params.run_keys]
-            # .../runs/<model>/<task>/<settings>/metrics.parquet: the run key is in the path
-            have = {"/".join(Path(p).parent.parts[-3:]): Path(p) for p in smk.input.metrics}
-            data = {
-                r.key: load_run_data(r, have[r.key], have[r.key].with_name("status.json"))
-                for r in runs
-                if r.key in have
-            }
-            results = evaluate(claims, runs, data)
-            budget = staleness_budget(runs, data)
-            write_report(
-                results,
-                budget,
-                smk.params.study + (" (probe: filters relaxed to the mechanism settings)" if smk.params.probe else ""),
-                smk.output.md,
-                smk.output.csv,
-                smk.output.budget_md,
-                smk.output.budget_csv,
-                set(smk.params.defined),
-            )
-            logger.info("%s runs with metrics; %s", len(data), summary_text(results).strip())
-        except Exception:
-            logger.exception("claims report failed")
-            raise
-        finally:
-            logger.removeHandler(handler)
+    with snakemake_log(smk.log[0], "claims report") as logger:
+        claims = load_claims(smk.params.claims)
+        if smk.params.probe:  # no run of the study is the paper's: stand-in runs (claims.smk)
+            claims = relax(claims)
+        # the study's own runs as it lists them: a key with a schedule (_sch) or extra overrides (_x)
+        # names only a hash, which only the study can read back (the rehearsal's keys parse alone)
+        listed = study_from_dict(dict(smk.config), origin=smk.params.study).by_key()
+        runs = [listed[k] if k in listed else parse_key(k) for k in smk.params.run_keys]
+        # .../runs/<model>/<task>/<settings>/metrics.parquet: the run key is in the path
+        have = {key_of_file(p): Path(p) for p in smk.input.metrics}
+        data = {
+            r.key: load_run_data(r, have[r.key], have[r.key].with_name("status.json"))
+            for r in runs
+            if r.key in have
+        }
+        results = evaluate(claims, runs, data)
+        budget = staleness_budget(runs, data)
+        write_report(
+            results,
+            budget,
+            smk.params.study + (" (probe: filters relaxed to the mechanism settings)" if smk.params.probe else ""),
+            smk.output.md,
+            smk.output.csv,
+            smk.output.budget_md,
+            smk.output.budget_csv,
+            set(smk.params.defined),
+        )
+        logger.info("%s runs with metrics; %s", len(data), summary_text(results).strip())
 
 
 @dataclass
@@ -1117,16 +1103,18 @@ class ReportPlan:
         return cls(claims, study_name, results, keys, probe)
 
     def existing(self) -> list[str]:
-        return [k for k in self.runs if Path(self.results, "runs", k, "metrics.parquet").exists()]
+        layout = Layout(self.results)
+        return [k for k in self.runs if Path(layout.run_file(k, "metrics.parquet")).exists()]
 
     def inputs(self, claims_file: str, code: Sequence[str], *, wait: bool = False) -> dict[str, Any]:
         """The rule's inputs: the metrics that exist now, or with ``wait`` every run's (a study cheap to
         train, on the cpu platform, gets its report after its runs instead of before them)."""
         have = list(self.runs) if wait else self.existing()
-        status = [Path(self.results, "runs", k, "status.json") for k in have]
+        layout = Layout(self.results)
+        status = [Path(layout.run_file(k, "status.json")) for k in have]
         return {
             "claims": claims_file,
-            "metrics": [str(Path(self.results, "runs", k, "metrics.parquet")) for k in have],
+            "metrics": [layout.run_file(k, "metrics.parquet") for k in have],
             "status": [str(p) for p in status if wait or p.exists()],
             "code": list(code),
         }

@@ -270,6 +270,3 @@ def write_metrics(df: pd.DataFrame, status: RunStatus, parquet: str | Path, stat
     df.to_parquet(parquet, index=False)
     Path(status_json).write_text(json.dumps(asdict(status), indent=1) + "\n")
 
-
-def read_status(path: str | Path) -> RunStatus:
-    return RunStatus(**json.loads(Path(path).read_text()))

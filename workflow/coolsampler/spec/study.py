@@ -34,7 +34,7 @@ import hashlib
 import itertools
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +48,7 @@ from coolsampler.spec.guard import (
     parse_guard_token,
     schedule_token,
 )
+from coolsampler.spec.layout import KEY_PARTS, Layout
 from coolsampler.spec.registry import study_models, study_tasks
 from coolsampler.spec.settings import (
     CORRECTIONS,
@@ -73,6 +74,8 @@ from coolsampler.spec.world import check_val_samples, study_worlds
 
 # --------------------------------------------------------------------------------------------------
 # Runs
+
+EXTRA_HEX = 8  # hex digits of the extra overrides' sha256 in a key (``_x<hash>``)
 
 
 @dataclass(frozen=True)
@@ -115,17 +118,18 @@ class Run:
         """``x<8 hex>``: the hash of the extra verl overrides, or None without any."""
         if not self.verl_extra:
             return None
-        return "x" + hashlib.sha256("\n".join(self.verl_extra).encode()).hexdigest()[:8]
+        return "x" + hashlib.sha256("\n".join(self.verl_extra).encode()).hexdigest()[:EXTRA_HEX]
 
     @property
     def refresh_token(self) -> str:
-        """``N96``, ``N96_gprobs_diff0.1w5m1`` (a guard) or ``N153_sch1a2b3c4d`` (a schedule)."""
-        out = f"N{self.N}"
-        if self.guard is not None:
-            out += f"_{self.guard.token()}"
-        if self.schedule is not None:
-            out += f"_{schedule_token(self.schedule)}"
-        return out
+        """``N96``, ``N96_gprobs_diff0.1w5m1`` (a guard) or ``N153_sch1a2b3c4d`` (a schedule): the key's
+        refresh pieces."""
+        tokens = self.key_tokens()
+        return "".join(
+            f"{p.lead}{tokens[p.group]}"
+            for p in KEY_PIECES
+            if p.group in REFRESH_PIECES and tokens[p.group] is not None
+        )
 
     @property
     def refresh(self) -> str:
@@ -143,19 +147,30 @@ class Run:
             return f"schedule of {len(self.schedule)} refreshes (longest interval {self.N})"
         return f"every {self.N} steps"
 
+    def key_tokens(self) -> dict[str, str | None]:
+        """The value of each piece of the key's settings part (``KEY_PIECES``); None leaves a piece out.
+        ``key`` writes these and ``parse_key`` reads them back with the regular expression built from
+        the same pieces, so the two cannot drift apart."""
+        task = self.task_info
+        return {
+            "N": str(self.N),
+            "guard": self.guard.token() if self.guard is not None else None,
+            "sched": schedule_token(self.schedule) if self.schedule is not None else None,
+            "lr": num(self.lr),
+            "corr": self.correction,
+            "tb": self.Tb.token(),
+            "tl": "tied" if self.Tl == "tied" else num(self.Tl),
+            "seed": str(self.seed),
+            "steps": str(self.steps) if self.steps != task.steps else None,
+            "val": str(self.val_every) if self.val_every != task.val_every else None,
+            "rep": self.replicate or None,
+            "extra": self.extra_token,
+        }
+
     @property
     def key(self) -> str:
-        task = self.task_info
-        tl = "tied" if self.Tl == "tied" else num(self.Tl)
-        name = f"{self.refresh_token}_lr{num(self.lr)}_{self.correction}_{self.Tb.token()}_Tl{tl}_s{self.seed}"
-        if self.steps != task.steps:
-            name += f"_st{self.steps}"
-        if self.val_every != task.val_every:
-            name += f"_v{self.val_every}"
-        if self.replicate:
-            name += f"_{self.replicate}"
-        if self.extra_token:
-            name += f"_{self.extra_token}"
+        tokens = self.key_tokens()
+        name = "".join(f"{p.lead}{tokens[p.group]}" for p in KEY_PIECES if tokens[p.group] is not None)
         return f"{self.model}/{self.task}/{name}"
 
     @property
@@ -192,12 +207,58 @@ class Run:
         }
 
 
-_NAME_RE = re.compile(
-    rf"^N(?P<N>\d+)(?:_(?P<guard>{GUARD_TOKEN_RE}))?(?:_(?P<sched>{SCHEDULE_TOKEN_RE}))?_lr(?P<lr>{NUM_RE})_(?P<corr>tis|none|mu_grpo)_(?P<tb>{TOKEN_RE})"
-    rf"_Tl(?P<tl>tied|{NUM_RE})_s(?P<seed>\d+)(?:_st(?P<steps>\d+))?(?:_v(?P<val>\d+))?"
-    rf"(?:_(?P<rep>cut|rerun))?(?:_(?P<extra>x[0-9a-f]{{8}}))?$"
+@dataclass(frozen=True)
+class KeyPiece:
+    """One piece of a run key's settings part: ``lead`` (literal text) then a token matching ``pattern``.
+    ``group`` names it in ``Run.key_tokens`` and in the regular expression; ``optional`` pieces are
+    left out where the run has no value (a default, no guard)."""
+
+    lead: str
+    group: str
+    pattern: str
+    optional: bool = False
+
+
+def _alternatives(values: Iterable[str]) -> str:
+    return "|".join(re.escape(v) for v in values)
+
+
+EXTRA_TOKEN_RE = rf"x[0-9a-f]{{{EXTRA_HEX}}}"  # Run.extra_token
+# The settings part of a run key, in the order Run.key writes it: the one grammar of the key.
+KEY_PIECES: tuple[KeyPiece, ...] = (
+    KeyPiece("N", "N", r"\d+"),
+    KeyPiece("_", "guard", GUARD_TOKEN_RE, optional=True),
+    KeyPiece("_", "sched", SCHEDULE_TOKEN_RE, optional=True),
+    KeyPiece("_lr", "lr", NUM_RE),
+    KeyPiece("_", "corr", _alternatives(CORRECTIONS)),
+    KeyPiece("_", "tb", TOKEN_RE),
+    KeyPiece("_Tl", "tl", rf"tied|{NUM_RE}"),
+    KeyPiece("_s", "seed", r"\d+"),
+    KeyPiece("_st", "steps", r"\d+", optional=True),
+    KeyPiece("_v", "val", r"\d+", optional=True),
+    KeyPiece("_", "rep", _alternatives(REPLICATES), optional=True),
+    KeyPiece("_", "extra", EXTRA_TOKEN_RE, optional=True),
 )
-KEY_WILDCARD_RE = r"[a-z0-9](?:[a-z0-9\-]|\.(?!\.))*/[a-z0-9]+(?:-[0-9a-f]{8})?/N\d+(?:_g[a-z_0-9]+?[0-9.e\-]+w\d+m\d+)?(?:_sch[0-9a-f]{8})?_lr[0-9.e\-]+_(?:tis|none|mu_grpo)_Tb[a-z0-9.\-]+_Tl[a-z0-9.]+_s\d+(?:_st\d+)?(?:_v\d+)?(?:_cut|_rerun)?(?:_x[0-9a-f]{8})?"  # noqa: E501
+REFRESH_PIECES = ("N", "guard", "sched")  # how the sampler is refreshed (Run.refresh_token)
+# What a model or task name may be in a key wildcard: no '..' (a key is a path), a task may carry its
+# world's key (``chain-1a2b3c4d``, coolsampler.spec.world).
+MODEL_NAME_RE = r"[a-z0-9](?:[a-z0-9\-]|\.(?!\.))*"
+TASK_NAME_RE = r"[a-z0-9]+(?:-[0-9a-f]{8})?"
+
+
+def settings_re(*, named: bool) -> str:
+    """The regular expression of a key's settings part, built from ``KEY_PIECES``; ``named`` gives each
+    piece its group (for ``parse_key``), else the groups are plain (a Snakemake wildcard constraint)."""
+    out = []
+    for p in KEY_PIECES:
+        body = f"(?P<{p.group}>{p.pattern})" if named else f"(?:{p.pattern})"
+        out.append(f"(?:{re.escape(p.lead)}{body})?" if p.optional else f"{re.escape(p.lead)}{body}")
+    return "".join(out)
+
+
+_NAME_RE = re.compile(f"^{settings_re(named=True)}$")
+# Rule train's wildcard constraint: a path-safe model and task, then the settings part.
+KEY_WILDCARD_RE = f"{MODEL_NAME_RE}/{TASK_NAME_RE}/{settings_re(named=False)}"
 
 
 def parse_key(key: str, study: Study | None = None) -> Run:
@@ -210,7 +271,7 @@ def parse_key(key: str, study: Study | None = None) -> Run:
     models = study.models if study is not None else MODELS
     tasks = study.tasks if study is not None else TASKS
     parts = key.split("/")
-    if len(parts) != 3:
+    if len(parts) != KEY_PARTS:
         raise ValueError(f"run key {key!r}: expected <model>/<task>/<settings>")
     model, task, name = parts
     if model not in models:
@@ -276,7 +337,7 @@ class Study:
     tasks: dict[str, Task] = field(default_factory=lambda: dict(TASKS))
 
     def run_dir(self, run: Run) -> Path:
-        return self.results / "runs" / run.key
+        return Path(Layout(str(self.results)).run_dir(run.key))
 
     def by_key(self) -> dict[str, Run]:
         return {r.key: r for r in self.runs}
@@ -431,7 +492,7 @@ def study_from_dict(
             if run.key in where:
                 raise StudyError(
                     f"{origin}: runs[{i}]: duplicate run {run.key} (already defined by {where[run.key]});"
-                    " a replicate needs replicate: cut|rerun"
+                    f" a replicate needs replicate: {'|'.join(REPLICATES)}"
                 )
             where[run.key] = f"runs[{i}]"
             runs.append(run)
@@ -453,10 +514,6 @@ def study_from_dict(
 def _logger(raw: Mapping[str, Any]) -> list[str]:
     """The study's trackers: console and file always (progress lines, train.jsonl), then the ones it names."""
     return list(dict.fromkeys([*DEFAULT_LOGGER, *raw["logger"]]))
-
-
-def with_settings(run: Run, **changes: Any) -> Run:
-    return replace(run, **changes)
 
 
 __all__ = [

@@ -352,9 +352,11 @@ def write_study_results(study: Any, *, seed: int = 0, k1_noise: float = 0.0007) 
 
     import yaml
 
+    from coolsampler.spec.layout import Layout
+
     keys = []
     for i, run in enumerate(study.runs):
-        d = Path(study.results) / "runs" / run.key
+        d = Path(Layout(str(study.results)).run_dir(run.key))
         d.mkdir(parents=True, exist_ok=True)
         steps, val_every = int(run.steps), int(run.val_every)
         collapse = None

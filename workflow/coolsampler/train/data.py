@@ -54,6 +54,7 @@ from typing import Any, Final
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from coolsampler.spec.settings import TASKS
 from coolsampler.worker.rewards import last_boxed
 
 log = logging.getLogger(__name__)
@@ -206,9 +207,9 @@ SPLITS: Final[dict[tuple[str, str], SplitSpec]] = {
     ),
 }
 
+# The prepared tasks' splits, in the order (train, val) that coolsampler.spec.settings.TASKS names them
 TASK_SPLITS: Final[dict[str, tuple[str, ...]]] = {
-    "gsm8k": ("train", "test"),
-    "math": ("train_l3-5", "math500"),
+    task: (TASKS[task].train, TASKS[task].val) for task in dict.fromkeys(task for task, _ in SPLITS)
 }
 
 

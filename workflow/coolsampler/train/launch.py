@@ -17,7 +17,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -156,10 +156,10 @@ def assemble(attempts: list[Path], jsonl: Path) -> None:
     tmp.replace(jsonl)
 
 
-def resume_overrides(overrides: list[str], attempts: list[Path]) -> list[str]:
-    """verl's overrides for where a new attempt starts: the newest complete checkpoint the earlier
-    attempts' logs cover (``coolsampler.train.checkpoints.resume_point``)."""
-    return resume_point(overrides, max((_last_step(a) for a in attempts), default=0)).overrides
+def logged_step(attempts: Iterable[Path]) -> int:
+    """The highest step the earlier attempts' logs reached: what a new attempt may resume from
+    (``coolsampler.train.checkpoints.resume_point`` picks the newest complete checkpoint it covers)."""
+    return max((_last_step(a) for a in attempts), default=0)
 
 
 # Test-kit modules (coolsampler.testkit.tap, .faults) that tests of the real stack add to every verl
@@ -239,7 +239,7 @@ def run_verl(
     # the reason and the last lines of verl's output.
     verl_log = log.with_name("verl.log")
     earlier = attempt_logs(jsonl)
-    logged_before = max((_last_step(a) for a in earlier), default=0)
+    logged_before = logged_step(earlier)
     current = jsonl.parent / "attempts" / f"{len(earlier) + 1:02d}.jsonl"
     current.parent.mkdir(parents=True, exist_ok=True)
     token = uuid.uuid4().hex[:12]  # this attempt's own weight-push socket (weight_socket) and Ray

@@ -314,14 +314,6 @@ def check_extra_overrides(run: Run) -> None:
             )
 
 
-def cpu_overrides() -> dict[str, Any]:
-    """The CPU platform's substitutions, flat (kept for callers that print or test them)."""
-    out: dict[str, Any] = {}
-    for items in get_platform("cpu").substitution_groups().values():
-        out.update(items)
-    return out
-
-
 def _module_file(module: str) -> str:
     """A module's file, found without importing it (verl loads reward functions by path)."""
     spec = importlib.util.find_spec(module)
