@@ -4,7 +4,7 @@
     snakemake --cores 1 --configfile=config/paper.yaml results/fig1.pdf   # one paper figure
     snakemake --profile profiles/slurm --configfile=config/paper.yaml results/fig1.pdf
 
-Result-path scheme (coolsampler.train.paths owns it; R = the study's `results:`, the paper's `results`, the
+Result-path scheme (coolsampler.spec.layout owns it; R = the study's `results:`, the paper's `results`, the
 smoke study's `results/smoke`; S = `results`, shared by every study; D = `data_dir`, default S/data):
 
     S/build/verl-0.9.1+coolsampler.<patch-hash>-py3-none-any.whl     patched verl (rule verl_wheel)
@@ -55,6 +55,7 @@ from pathlib import Path
 
 import yaml
 
+from coolsampler.spec import numerics
 from coolsampler.spec.study import KEY_WILDCARD_RE, StudyError, study_from_dict
 from coolsampler.train.overrides import check_extra_overrides
 from coolsampler.train.paths import SMOKE_STUDY

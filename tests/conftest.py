@@ -17,6 +17,12 @@ when it is nearly free. Two things of xdist's own decide what waits for what, an
 
 from __future__ import annotations
 
+from coolsampler.spec import numerics
+
+# Every test that trains computes on the pinned CPU path, as the pipeline's jobs do: in the environment
+# before any test imports torch (coolsampler.spec.numerics)
+numerics.pin()
+
 LONGEST_FIRST = (
     "tests/stack/test_rehearsal.py",
     "tests/stack/test_mechanisms_stack.py",

@@ -40,13 +40,17 @@ def test_block_is_written_from_the_results_and_checked(tmp_path):
     res = _results(tmp_path)
     readme = tmp_path / "README.md"
     readme.write_text("intro\n<!-- smoke-results -->\nold pasted numbers\n<!-- /smoke-results -->\nafter\n")
-    args = ("--results", str(res), "--readme", str(readme))
+    refs = tmp_path / "fingerprints"
+    refs.mkdir()
+    (refs / "amd.json").write_text(json.dumps({"cpu": "AMD EPYC (avx2)", "training_keys": ["0123456789ab"]}))
+    (refs / "old.json").write_text(json.dumps({"cpu": "Intel Xeon (avx512f)", "training_keys": ["ffffffffffff"]}))
+    args = ("--results", str(res), "--readme", str(readme), "--references", str(refs))
     assert _run(*args, "--check").returncode == 1  # pasted numbers are not what the results give
     assert _run(*args).returncode == 0
     text = readme.read_text()
     assert "old pasted numbers" not in text and text.startswith("intro\n") and text.endswith("after\n")
     assert "| TIS | 1.0 | 32 | 1/2 |" in text and "commit abc1234" in text
-    assert "runs trained under training key 0123456789ab)" in text
+    assert "runs trained under training key 0123456789ab, on AMD EPYC (avx2))" in text  # not the old key's CPU
     assert "Runs complete: 2 of 3" in text and "start-up 90–92 s" in text and "6.2 min (median)" in text
     assert _run(*args, "--check").returncode == 0
 

@@ -30,6 +30,7 @@ rule toy_model:
         target_acc=0.5,
         max_steps=1500,
         rehearsal=False,
+        numerics=numerics.PINNED_ENV,  # another kernel path is another model: trains again
     script:
         "../scripts/toy_model.py"
 
@@ -49,6 +50,7 @@ rule rehearsal_model:
         target_acc=toy.REHEARSAL_TARGET_ACC,
         max_steps=toy.REHEARSAL_MAX_STEPS,
         rehearsal=True,
+        numerics=numerics.PINNED_ENV,  # another kernel path is another model: trains again
     script:
         "../scripts/toy_model.py"
 

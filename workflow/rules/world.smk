@@ -32,5 +32,6 @@ rule world_model:
         knobs=lambda wc: world_of(wc).knobs(),
         name=lambda wc: world_of(wc).name,
         out=lambda wildcards, output: Path(output[0]).parent,
+        numerics=numerics.PINNED_ENV,  # another kernel path is another model: trains again
     script:
         "../scripts/world_model.py"

@@ -2,7 +2,11 @@
 
 import sys
 
-from coolsampler.testkit import toy
+from coolsampler.spec import numerics
+
+# the warm start computes on the pinned CPU code path: in the environment before anything imports torch
+numerics.pin()
+from coolsampler.testkit import toy  # noqa: E402
 
 log = open(snakemake.log[0], "w")  # noqa: F821
 sys.stderr = log
@@ -10,6 +14,11 @@ sys.stderr = log
 
 def say(msg: str) -> None:
     print(msg, file=log, flush=True)
+
+
+# the model's bytes depend on the numeric path: refuse another one (torch imported too early, no AVX2)
+if (why := toy.unpinned_reason()) is not None:
+    raise SystemExit(f"warm start: {why}")
 
 
 info = toy.sft_warm_start(

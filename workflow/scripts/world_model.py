@@ -2,8 +2,12 @@
 
 import sys
 
-from coolsampler.spec.world import world_from_dict
-from coolsampler.testkit import chain
+from coolsampler.spec import numerics
+
+# the warm start computes on the pinned CPU code path: in the environment before anything imports torch
+numerics.pin()
+from coolsampler.spec.world import world_from_dict  # noqa: E402
+from coolsampler.testkit import chain, toy  # noqa: E402
 
 log = open(snakemake.log[0], "w")  # noqa: F821
 sys.stderr = log
@@ -11,6 +15,11 @@ sys.stderr = log
 
 def say(msg: str) -> None:
     print(msg, file=log, flush=True)
+
+
+# the model's bytes depend on the numeric path: refuse another one (torch imported too early, no AVX2)
+if (why := toy.unpinned_reason()) is not None:
+    raise SystemExit(f"warm start: {why}")
 
 
 world = world_from_dict(snakemake.params.name, snakemake.params.knobs, "world")  # noqa: F821

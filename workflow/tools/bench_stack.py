@@ -41,6 +41,7 @@ import yaml
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "workflow"))
 
+from coolsampler.spec.numerics import PINNED_ENV, pin  # noqa: E402
 from coolsampler.spec.study import parse_key  # noqa: E402
 from coolsampler.testkit import toy  # noqa: E402
 from coolsampler.train import launch  # noqa: E402
@@ -226,6 +227,17 @@ def without_prefork(overrides: list[str], env: dict[str, str]) -> tuple[list[str
     return overrides, {**env, PREFORK_ENV: "0"}
 
 
+def unpinned_numerics(overrides: list[str], env: dict[str, str]) -> tuple[list[str], dict[str, str]]:
+    """The cpu platform without the pinned numerics (``--numerics``: what pinning costs): ATen, MKL,
+    oneDNN and vLLM's kernel library on the CPU's own choice; one OpenMP thread as before the pin. verl's
+    process inherits this one's environment too (coolsampler.train.launch), so the pin leaves it here as well:
+    the variant runs last."""
+    for k in PINNED_ENV:
+        os.environ.pop(k, None)
+    env = {k: v for k, v in env.items() if k not in PINNED_ENV}
+    return overrides, {**env, "OMP_NUM_THREADS": "1"}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--steps", type=int, default=16, help="training steps (the smoke runs have 64)")
@@ -240,7 +252,13 @@ def main() -> None:
         action="store_true",
         help="also run the platform without prefork and as before the CPU-speed work; print the ratios",
     )
+    ap.add_argument(
+        "--numerics",
+        action="store_true",
+        help="also run it without the pinned numerics (coolsampler.spec.numerics); print the ratios",
+    )
     args = ap.parse_args()
+    pin()  # the warm start below computes in this process, on the pinned path as rule toy_model does
 
     out: Path = args.out
     out.mkdir(parents=True, exist_ok=True)
@@ -251,6 +269,8 @@ def main() -> None:
     variants = {"now": None}
     if args.compare:
         variants.update({"no-prefork": without_prefork, "before": before_speed_work})
+    if args.numerics:
+        variants["unpinned"] = unpinned_numerics
     reports = {}
     for name, change in variants.items():
         reports[name] = bench_run(args, key, recipe, (model, train, val), out / name, change)
@@ -272,6 +292,8 @@ def main() -> None:
     if args.compare:
         print_comparison(report, reports["no-prefork"], "without prefork (each Ray worker a fresh interpreter)")
         print_comparison(report, reports["before"], "before the CPU-speed work")
+    if args.numerics:
+        print_comparison(report, reports["unpinned"], "without the pinned numerics (the CPU's own kernel choice)")
 
 
 def print_comparison(now: dict, before: dict, what: str) -> None:

@@ -15,7 +15,7 @@ as a plain package (not a git tree), the commit is ``unknown``.
 package versions and the training key (``coolsampler.train.rerun``). The record is an *output* of a run:
 nothing in it decides whether a run trains again, except the training key, which holds no commit.
 
-Imports nothing of the package; git is asked through a subprocess.
+Imports nothing of the package but ``coolsampler.spec.numerics`` (stdlib); git is asked through a subprocess.
 """
 
 from __future__ import annotations
@@ -26,6 +26,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from coolsampler.spec.numerics import cpu_family
 
 UNKNOWN = "unknown"
 CODE_DIR = Path(__file__).resolve().parents[1]  # the package's own files: their tree drew the output
@@ -245,6 +247,8 @@ def run_record(
         "image": None if image is None else dict(image),
         "repository": source_record(cwd),
         "packages": package_versions(),
+        # the CPU family that computed it (a CPU run's digits depend on it: coolsampler.spec.numerics)
+        "cpu": cpu_family(),
     }
     if training_key is not None:
         record["training_key"] = dict(training_key)

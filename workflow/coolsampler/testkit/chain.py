@@ -219,7 +219,7 @@ def warm_start(world, out_dir: str | Path, *, log=print) -> dict[str, Any]:
     T=1 sampled accuracy at the end)."""
     import torch
 
-    from coolsampler.testkit.toy import build_tokenizer
+    from coolsampler.testkit.toy import build_tokenizer, numerics_record
 
     # One thread: as for the toy model, two OpenMP threads beside a loaded CI only spin-wait.
     torch.set_num_threads(1)
@@ -267,6 +267,7 @@ def warm_start(world, out_dir: str | Path, *, log=print) -> dict[str, Any]:
         "reached_target": greedy["acc"] >= ws.greedy_acc,
         "seconds": time.time() - t0,
         "history": history,
+        "numerics": numerics_record(),
     }
     (out / "warmstart.json").write_text(json.dumps(info, indent=1))
     if not info["reached_target"]:

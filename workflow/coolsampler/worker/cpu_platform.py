@@ -26,6 +26,7 @@ import torch
 from verl.plugin.platform.platform_base import PlatformBase
 from verl.plugin.platform.platform_manager import PlatformRegistry
 
+from coolsampler.worker import cpu_kernels
 from coolsampler.worker.after_import import patch_after_import
 
 
@@ -203,6 +204,7 @@ def _no_batch_invariant_kernels(module) -> None:
 def install() -> None:
     if os.environ.get("VERL_PLATFORM", "").lower() != "cpu":
         return
+    cpu_kernels.install()  # vLLM's kernel library on the pinned instruction set (coolsampler.spec.numerics)
     _patch_vllm_version()
     _patch_pin_memory()
     _patch_backend_string()

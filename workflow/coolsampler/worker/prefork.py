@@ -239,6 +239,9 @@ def serve(module: str, args: list[str], preload: tuple[str, ...] = PRELOAD) -> i
     """Import ``preload``, fork ``python -m MODULE ARGS...``, serve forks of Ray workers (whose
     ``py_executable`` is ``client_command()``) until it exits; return its exit code."""
     before = dict(os.environ)
+    if os.environ.get("VERL_PLATFORM", "").lower() == "cpu":
+        # before vLLM is pre-imported: it picks its kernel library once, at its first import
+        importlib.import_module("coolsampler.worker.cpu_kernels")
     for name in preload:
         try:
             importlib.import_module(name)
