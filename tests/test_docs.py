@@ -204,8 +204,8 @@ def test_one_way_to_write_commands():
 
 
 # ---------------------------------------------------------------------------------- paths and modules
-_PATH_ROOTS = ("workflow/", "config/", "profiles/", "containers/", "patches/", "tests/", "docs/", ".ci/")
-_ROOT_FILES = {"Snakefile", "pyproject.toml", "mkdocs.yml", "README.md", "LICENSE"}
+_PATH_ROOTS = ("workflow/", "config/", "profiles/", "containers/", "patches/", "tests/", "docs/", ".ci/", "examples/")
+_ROOT_FILES = {"Snakefile", "pyproject.toml", "mkdocs.yml", "README.md", "LICENSE", "CITATION.cff"}
 
 
 def _named_paths() -> list[tuple[str, str]]:
@@ -266,6 +266,36 @@ def test_every_module_and_name_the_docs_cite_exists():
                 missing.append(f"{_rel(page)}: {span} (no such module)")
     assert not missing, missing
     assert cited > 30
+
+
+# ------------------------------------------------------------------------------------------ Markdown
+_LIST_ITEM = re.compile(r"^(\s*)([-*+]|\d+[.)])\s+\S")
+
+
+def lists_run_on(text: str) -> list[tuple[int, str]]:
+    """(line, text) of every list that starts right under a paragraph line: Python-Markdown (MkDocs) needs a
+    blank line before a list, and without one the items render as one run-on paragraph (GitHub renders
+    them as a list, so the README would look right there and wrong on the site)."""
+    out, fence, prev = [], False, ""
+    for n, line in enumerate(text.splitlines(), 1):
+        if line.lstrip().startswith("```"):
+            fence, prev = not fence, line
+            continue
+        if fence:
+            continue
+        starts_list = _LIST_ITEM.match(line) and not _LIST_ITEM.match(line).group(1)
+        if starts_list and prev.strip() and not _LIST_ITEM.match(prev) and not prev.startswith((" ", "|", "<!--", "#")):
+            out.append((n, line))
+        prev = line
+    return out
+
+
+def test_every_list_has_a_blank_line_before_it():
+    bad = [f"{_rel(page)}:{n}: {line[:60]}" for page in PAGES for n, line in lists_run_on(page.read_text())]
+    assert not bad, bad
+    # the check is no formality: a list glued to its paragraph is found, a list after a blank line is not
+    assert lists_run_on("It checks:\n- one\n- two\n") == [(2, "- one")]
+    assert lists_run_on("It checks:\n\n- one\n- two\n  more\n- three\n") == []
 
 
 # ------------------------------------------------------------------------------------------- commands
@@ -356,8 +386,8 @@ def test_documented_snakemake_targets_dry_run(group):
     assert "This was a dry-run" in out or "Nothing to be done" in out, out[-3000:]
 
 
-# ------------------------------------------------------------------------------ one arm on one GPU box
-GPU_BOX = "One paper run on one GPU box"
+# ------------------------------------------------------------------------------ the GPU box recipe
+GPU_BOX = "On a GPU box (Docker)"
 
 
 def _gpu_box_section() -> str:
@@ -365,39 +395,59 @@ def _gpu_box_section() -> str:
     return text.split(f"## {GPU_BOX}\n", 1)[1].split("\n## ", 1)[0]
 
 
-def gpu_box_examples() -> list[tuple[list[str], list[str], list[str]]]:
-    """(plan argv, the output lines printed beside it, the snakemake argv shown with it) for each
-    ``coolsampler plan ... --run`` line of the section, read from the page itself."""
-    section = _gpu_box_section()
+def gpu_box_examples() -> list[tuple[list[str], list[str]]]:
+    """(plan argv, the two lines the page shows it printing) for each ``coolsampler plan ... --run`` block
+    of the section followed by a ``text`` block, read from the page itself."""
     out = []
-    for bash, printed in re.findall(r"```bash\n(.*?)```\n.*?```text\n(.*?)```", section, flags=re.S):
+    for bash, printed in re.findall(r"```bash\n([^`]*?)```\n\n```text\n(.*?)```", _gpu_box_section(), flags=re.S):
         lines = [re.sub(r"\s+#\s.*$", "", ln).strip() for ln in bash.replace("\\\n", " ").splitlines()]
         plan = [shlex.split(ln) for ln in lines if ln.startswith("coolsampler plan ") and " --run " in ln]
-        smk = [shlex.split(ln) for ln in lines if ln.startswith("snakemake ")]
-        assert len(plan) == 1 and len(smk) == 1, bash
-        out.append((plan[0], printed.strip().splitlines(), smk[0]))
+        assert len(plan) == 1, bash
+        out.append((plan[0], printed.strip().splitlines()))
     return out
 
 
-def test_the_gpu_box_section_shows_a_plan_beside_each_run_command():
+def _section_snakemake(section: str) -> list[list[str]]:
+    """Every snakemake command of the section's bash blocks (inside a ``docker run`` line too)."""
+    return [c[1] for c in [(None, _command(ln)) for ln in _code_lines(section)] if c[1] and c[1][0] == "snakemake"]
+
+
+def test_the_gpu_box_section_is_one_recipe():
+    """One section, in the order a researcher takes it: the GPUs first, what the host needs, the cost, the
+    image, the prefetch (with the network) and the run (without it), each as a command to copy; and a
+    plan beside each of the three cases (the paper's cards, one GPU, 80 GB cards)."""
+    section = _gpu_box_section()
+    order = ["**GPUs first.**", "**The host needs**", "**1. The cost**", "**2. The image**", "**3. The model",
+             "**4. The run**", "### On one GPU", "### On 80 GB cards"]  # fmt: skip
+    at = [section.index(mark) for mark in order]
+    assert at == sorted(at), order
+    assert "modelled" in section.split("**The host needs**")[0]
+    runs = [ln for ln in _code_lines(section) if ln.startswith("docker run")]
+    assert len(runs) == 2 and "--network=none" not in runs[0] and "--network=none" in runs[1], runs
+    assert " prefetch prepare_data " in runs[0] and "--gpus all" in runs[1] and "--user" in runs[1]
     examples = gpu_box_examples()
-    assert len(examples) == 2  # the paper's cards, and the 80 GB case
-    assert any("config/hardware/80gb.yaml" in plan for plan, _, _ in examples)
+    assert len(examples) == 3
+    assert [any("one-gpu.yaml" in a for a in plan) for plan, _ in examples] == [False, True, False]
 
 
-@pytest.mark.parametrize("example", gpu_box_examples(), ids=lambda e: e[0][-1])
+@pytest.mark.parametrize("example", gpu_box_examples(), ids=lambda e: " ".join(e[0][3:]))
 def test_documented_gpu_box_plan_prints_what_the_page_shows(example, capsys, monkeypatch):
-    """The page's `plan --run` line prints the page's two lines now, and its `command:` is the page's
-    snakemake line, which dry-runs with `profiles/gpu-box` and plans exactly that run's training."""
-    plan, printed, smk = example
+    """The page's `plan --run` line prints the page's two lines first (the cost, the command), and its
+    `command:` is a snakemake command of the section (with `--resources gpu=1` on one GPU), which
+    dry-runs with `profiles/gpu-box` and plans exactly that run's training on the GPUs the plan names."""
+    plan, printed = example
     sys.path.insert(0, str(REPO / "workflow"))
     from coolsampler.cli import main
 
     monkeypatch.chdir(REPO)
     assert main(plan[1:]) == 0
-    assert capsys.readouterr().out.splitlines()[-2:] == printed
-    assert printed[-1] == "command: " + " ".join(smk)
-    assert smk[1:3] == ["--profile", "profiles/gpu-box"]
+    assert capsys.readouterr().out.splitlines()[:2] == printed
+    smk = shlex.split(printed[1].removeprefix("command: "))
+    gpus = int(re.search(r"on (\d+) GPU\(s\) each", printed[0])[1])
+    shown = _section_snakemake(_gpu_box_section())
+    if gpus == 1:
+        smk[4:4] = ["--resources", "gpu=1"]  # after the target: --resources takes every word up to an option
+    assert smk in shown, (smk, shown)
     argv = [sys.executable, "-m", "snakemake", "-n", "--nolock", *smk[1:]]
     res = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=300, check=False)
     assert res.returncode == 0, res.stderr[-3000:]
@@ -405,6 +455,26 @@ def test_documented_gpu_box_plan_prints_what_the_page_shows(example, capsys, mon
     run = plan[plan.index("--run") + 1]
     trains = re.findall(r"^rule train:\n(?:.*\n)*?\s+wildcards: (.*)$", out, flags=re.M)
     assert len(trains) == 1 and f"key={run}" in trains[0], trains
+    resources = re.findall(r"^rule train:\n(?:.*\n)*?\s+resources: (.*)$", out, flags=re.M)
+    assert resources and f"gpu={gpus}" in resources[0].split(", "), resources
+
+
+NUMBER_WORDS = {1: "one", 2: "two", 3: "three", 4: "four", 5: "five"}
+
+
+def test_the_guard_page_counts_the_guard_studys_seeds():
+    """The seeds per arm the guard page names are the study file's (the fixed-N and guard arms)."""
+    sys.path.insert(0, str(REPO / "workflow"))
+    from coolsampler.spec.study import load_study
+
+    study = load_study(REPO / "config" / "guard.yaml")
+    arms: dict[tuple, set] = {}
+    for r in study.runs:
+        if r.schedule is None:  # the replays have a seed of their own, one each
+            arms.setdefault((r.N, str(r.guard)), set()).add(r.seed)
+    (seeds,) = {len(s) for s in arms.values()}
+    page = (REPO / "docs" / "guard.md").read_text()
+    assert f"as its longest interval, {NUMBER_WORDS[seeds]} seeds each." in page
 
 
 def test_the_reconstruction_page_counts_the_study_file_runs():

@@ -3,7 +3,9 @@ truncated, without validation, missing or empty; ``parse --out`` by suffix."""
 
 from __future__ import annotations
 
+import argparse
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -11,7 +13,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from coolsampler.cli import main
+from coolsampler.cli import SUBCOMMANDS, main
 from coolsampler.spec.metrics_schema import COLUMNS
 
 
@@ -46,12 +48,16 @@ def test_analyze_takes_plain_verl_settings_only_from_a_plain_verl_log(tmp_path: 
     log = bare_log(tmp_path / "mine.jsonl", 120)
     assert main(["analyze", str(log)]) == 0
     out = capsys.readouterr().out
-    assert "plain verl (no staleness/* or sampler/* in its log): N=1, it refreshes its sampler every step" in out
-    assert "Tb=1.0, verl's default actor_rollout_ref.rollout.temperature (--Tb if it set another)" in out
-    assert "Summary" in out
+    assert (
+        "N=1, Tb=1.0 (assumed: plain verl (no staleness/* or sampler/* in its log) refreshes its sampler every"
+        " step, samples at verl's default actor_rollout_ref.rollout.temperature (--Tb if it set another))"
+    ) in out
+    assert out.count("N=1") == 1  # said once
+    # N=1 assumed: Table 1 counts a refresh a step over the 120 logged steps, not none
+    assert "| 1.0 | 1 | 120 |" in out
     assert main(["analyze", str(log), "--Tb", "0.7"]) == 0
     out = capsys.readouterr().out
-    assert "Tb=1.0, verl's default" not in out and "| 0.7 |" in out
+    assert "samples at verl's default" not in out and "| 0.7 |" in out
     log_t = bare_log(tmp_path / "cooled.jsonl", 120, temperature=True)
     assert main(["analyze", str(log_t)]) == 1
     cap = capsys.readouterr()
@@ -60,14 +66,16 @@ def test_analyze_takes_plain_verl_settings_only_from_a_plain_verl_log(tmp_path: 
     # N given, Tb logged by the run itself: analysed, and the text says where each came from
     assert main(["analyze", str(log_t), "--N", "96"]) == 0
     out = capsys.readouterr().out
-    assert "N=96 (given; Tb inferred from the log)" in out and "| 0.8 |" in out
+    assert "N=96, Tb=0.8 (given; Tb inferred from the log)" in out and "| 0.8 |" in out
 
 
 def test_analyze_does_not_call_a_log_of_unknown_length_complete(tmp_path: Path, capsys) -> None:
     log = bare_log(tmp_path / "cut.jsonl", 60)
     assert main(["analyze", str(log), "--N", "96", "--Tb", "1.0"]) == 0
     out = capsys.readouterr().out
-    assert "completeness unknown" in out and "(complete)" not in out
+    assert "the run's length is unknown: not called complete" in out and "(complete)" not in out
+    # and it is never called incomplete either: its last step is all that is known of its length
+    assert "incomplete" not in out and "NOT complete" not in out and "60 of 60" not in out
     assert main(["analyze", str(log), "--N", "96", "--Tb", "1.0", "--steps", "120"]) == 0
     out = capsys.readouterr().out
     assert "NOT complete" in out and "stopped at step 60 of 120" in out
@@ -83,12 +91,12 @@ def test_analyze_reads_run_yaml_or_the_run_key_beside_the_log(tmp_path: Path, ca
     (d / "run.yaml").write_text(yaml.safe_dump({"settings": settings}))
     assert main(["analyze", str(log)]) == 0
     out = capsys.readouterr().out
-    assert "N=32 (run.yaml)" in out and "NOT complete" in out and "stopped at step 60 of 64" in out
+    assert "N=32, Tb=0.8 (run.yaml)" in out and "NOT complete" in out and "stopped at step 60 of 64" in out
     # a run directory named by its key (as results/<study>/runs/ holds them), without run.yaml
     keyed = bare_log(tmp_path / "toy-qwen2" / "arith" / "N32_lr1e-4_tis_Tb0.8_Tl1_s1" / "train.jsonl", 64, val_every=8)
     assert main(["analyze", str(keyed)]) == 0
     out = capsys.readouterr().out
-    assert "N=32 (the run key of its directory)" in out and "(complete)" in out and "| 0.8 |" in out
+    assert "N=32, Tb=0.8 (the run key of its directory)" in out and "(complete)" in out and "| 0.8 |" in out
 
 
 def test_analyze_without_validation_points_is_not_stable(tmp_path: Path, capsys) -> None:
@@ -167,3 +175,79 @@ def test_a_missing_training_stack_is_one_line_naming_the_install(monkeypatch, ca
     assert err.count("\n") == 1 and "Traceback" not in err
     assert "coolsampler verl-check: needs the training stack (no module 'verl" in err
     assert "bash workflow/tools/setup_env.sh" in err
+
+
+def test_every_option_of_every_subcommand_has_help() -> None:
+    from coolsampler.cli import build_parser
+
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    bare = [
+        f"{name} {a.option_strings or a.dest}"
+        for name, p in sub.choices.items()
+        for a in p._actions
+        if not isinstance(a, argparse._HelpAction) and not a.help
+    ]
+    assert not bare, bare
+    assert len(sub.choices) == len(SUBCOMMANDS)
+
+
+def test_the_top_level_help_lists_each_subcommand_once(capsys) -> None:
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    out = capsys.readouterr().out
+    for entry in SUBCOMMANDS:
+        assert len(re.findall(rf"^ {{4}}{re.escape(entry.name)}(\s|$)", out, flags=re.M)) == 1, entry.name
+    assert "{" not in out  # no brace list of the choices beside the list
+
+
+def test_only_the_command_that_runs_is_imported(monkeypatch, capsys) -> None:
+    """A subcommand module that cannot be imported breaks that command alone: --help, --version and the
+    other commands still work (each module is imported when its command runs)."""
+    import importlib
+
+    real = importlib.import_module
+
+    def broken(name: str, *args, **kwargs):
+        if name == "coolsampler.cli.figures":
+            raise ModuleNotFoundError("No module named 'snakemake'", name="snakemake")
+        return real(name, *args, **kwargs)
+
+    monkeypatch.setattr(importlib, "import_module", broken)
+    with pytest.raises(SystemExit) as e:
+        main(["--version"])
+    assert e.value.code == 0 and "coolsampler " in capsys.readouterr().out
+    assert main(["runs"]) == 0 and "toy-qwen2/arith/" in capsys.readouterr().out
+    with pytest.raises(ModuleNotFoundError):
+        main(["figures", "results/smoke"])
+
+
+def test_a_study_is_found_by_name_or_its_path_from_any_directory(tmp_path: Path, monkeypatch, capsys) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert main(["runs", "--study", "paper"]) == 0
+    by_name = capsys.readouterr().out
+    assert main(["runs", "--study", "config/paper.yaml"]) == 0
+    assert capsys.readouterr().out == by_name and len(by_name.splitlines()) > 50
+    with pytest.raises(SystemExit) as e:
+        main(["runs", "--study", "papr"])
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and "no such file: papr" in err and "shipped studies: " in err and "paper" in err
+
+
+def test_a_subcommand_is_one_registry_line(monkeypatch, capsys) -> None:
+    """A module with add_parser(sub) and run(args) (or register(sub)) plus one SUBCOMMANDS line is a command:
+    listed with the line's help, parsed with the module's options, run by its run()."""
+    import types
+
+    import coolsampler.cli as cli
+
+    mod = types.ModuleType("coolsampler.cli.example_cmd")
+    mod.add_parser = lambda sub: sub.add_parser("example").add_argument("--n", type=int, help="how many")
+    mod.run = lambda args: print(f"ran {args.n}") or 0
+    monkeypatch.setitem(sys.modules, "coolsampler.cli.example_cmd", mod)
+    line = cli.Subcommand("example", "example_cmd", "prints ran N")
+    monkeypatch.setattr(cli, "SUBCOMMANDS", (*cli.SUBCOMMANDS, line))
+    assert main(["example", "--n", "3"]) == 0 and capsys.readouterr().out == "ran 3\n"
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    assert "prints ran N" in capsys.readouterr().out

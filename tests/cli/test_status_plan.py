@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -301,11 +304,16 @@ def test_status_of_a_partial_paper_study(tmp_path: Path, capsys) -> None:
 def test_plan_on_gpu_shows_each_runs_processes_and_host_memory(tmp_path: Path, capsys) -> None:
     """Before submitting, a reader sees whether each model and task's run fits the study's machines, and
     what one job's mem_mb has to hold, process kind by kind."""
-    assert main(["plan", "--study", str(PAPER), "--profile", "slurm", "--results", str(tmp_path)]) == 0
+    argv = ["plan", "--study", str(PAPER), "--profile", "slurm", "--results", str(tmp_path)]
+    assert main(argv) == 0
     out = capsys.readouterr().out
-    assert "memory of one run on the study's machines (memory.py" in out
+    assert out.startswith("plan: 53 run(s) to train on 4 GPU(s) each, 852.0 GPU-hours")  # the cost first
+    assert "memory of one run on the study's machines, modelled (memory.py" in out
     assert "qwen2.5-math-1.5b math on 4 x 31.7 GiB GPUs: fits" in out
     assert "qwen2.5-math-7b gsm8k on 4 x 95.6 GiB GPUs: fits" in out
+    assert "AgentLoopWorker" not in out  # the process table: only with --detail
+    assert main([*argv, "--detail"]) == 0
+    out = capsys.readouterr().out
     assert "| AgentLoopWorker | " in out and "| CUDA host overhead (assumed) | " in out
 
 
@@ -319,17 +327,18 @@ def test_plan_of_one_run_prints_its_cost_beside_the_command_that_trains_it(tmp_p
     argv = ["plan", "--study", str(PAPER), "--results", str(tmp_path), "--run", SEVEN_B]
     assert main([*argv, "--overlay", str(EIGHTY)]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert out[-2] == (
-        "plan: 1 run(s) to train, 36.0 GPU-hours, 9:00 wall (h:mm), "
+    assert out[0] == (
+        "plan: 1 run(s) to train on 4 GPU(s) each, 36.0 GPU-hours, 9:00 wall (h:mm), "
         f"{checkpoint_bytes('qwen2.5-math-7b') / 1024**3:.1f} GiB disk "
-        f"({2 * checkpoint_bytes('qwen2.5-math-7b') / 1024**3:.1f} GiB during a save), memory fits 4 x 79.6 GiB GPUs"
+        f"({2 * checkpoint_bytes('qwen2.5-math-7b') / 1024**3:.1f} GiB during a save),"
+        " memory fits 4 x 79.6 GiB GPUs (modelled)"
     )
-    assert out[-1] == (
+    assert out[1] == (
         f"command: snakemake --profile profiles/gpu-box {tmp_path}/runs/{SEVEN_B}/metrics.parquet"
-        f" --configfile {PAPER} {EIGHTY}"
+        f" --configfile config/paper.yaml config/hardware/80gb.yaml"
     )
-    # the same card without the overlay's setting: the 7B does not fit, and the plan says so
-    assert main([*argv, "--gpu-memory-gib", "79.6"]) == 0
+    # the same card without the overlay's setting: the 7B does not fit, the plan says so and exits 1
+    assert main([*argv, "--gpu-memory-gib", "79.6"]) == 1
     out = capsys.readouterr().out
     assert "memory DOES NOT FIT 4 x 79.6 GiB GPUs" in out
     assert "set models: {qwen2.5-math-7b: {gpu_memory_utilization: 0.45}}" in out
@@ -359,6 +368,74 @@ def test_commands_find_the_checkouts_study_files_from_any_directory(tmp_path: Pa
     assert (
         main(["plan", "--study", "config/paper.yaml", "--overlay", "config/hardware/80gb.yaml", "--run", SEVEN_B]) == 0
     )
-    last = capsys.readouterr().out.splitlines()[-1]
-    assert last.startswith(f"command: cd {REPO} && snakemake --profile profiles/gpu-box results/runs/{SEVEN_B}/")
-    assert last.endswith(f"--configfile {PAPER} {EIGHTY}")
+    command = capsys.readouterr().out.splitlines()[1]
+    assert command.startswith(f"command: cd {REPO} && snakemake --profile profiles/gpu-box results/runs/{SEVEN_B}/")
+    assert command.endswith("--configfile config/paper.yaml config/hardware/80gb.yaml")
+    # a file of the current directory is given to the command run from the checkout by its full path
+    (tmp_path / "mine.yaml").write_text((REPO / "config" / "hardware" / "80gb.yaml").read_text())
+    assert main(["plan", "--study", "paper", "--overlay", "mine.yaml", "--run", SEVEN_B]) == 0
+    assert capsys.readouterr().out.splitlines()[1].endswith(f"--configfile config/paper.yaml {tmp_path}/mine.yaml")
+
+
+ONE_B5 = "qwen2.5-math-1.5b/gsm8k/N192_lr2e-6_tis_Tb0.8_Tl1_s1"
+
+
+def test_plan_memory_and_the_job_agree_on_a_runs_gpus(tmp_path: Path, capsys) -> None:
+    """A study giving the 1.5B one GPU a run: plan's cost, its memory line and memory's own verdict all
+    count one GPU (never the platform's four), the paper's step time is scaled to it and labelled as a
+    model, and a run that does not fit its GPU exits 1, as `memory` does."""
+    one = tmp_path / "one.yaml"
+    one.write_text("models:\n  qwen2.5-math-1.5b: {gpus_per_run: 1}\n")
+    argv = ["plan", "--study", str(PAPER), "--results", str(tmp_path), "--overlay", str(one), "--run", ONE_B5]
+    assert main(argv) == 1
+    out = capsys.readouterr().out
+    assert "4 GPU" not in out and "4 x 31.7" not in out and "(4 a run)" not in out
+    assert out.startswith("plan: 1 run(s) to train on 1 GPU(s) each, 12.8 GPU-hours, 12:48 wall")
+    assert "memory DOES NOT FIT 1 x 31.7 GiB GPUs" in out.splitlines()[0]
+    assert "paper (App. D) x 4/1 GPUs, modelled" in out and "1 GPU(s) a run" in out
+    assert main(["memory", "--study", str(PAPER), "--overlay", str(one)]) == 1
+    assert "qwen2.5-math-1.5b gsm8k on 1 x 31.7 GiB GPUs: DOES NOT FIT" in capsys.readouterr().out
+    # the shipped one-GPU file: one 80 GB card fits the 1.5B, by the model
+    onegpu = str(REPO / "config" / "hardware" / "one-gpu.yaml")
+    assert main(["plan", "--study", str(PAPER), "--results", str(tmp_path), "--overlay", onegpu, "--run", ONE_B5]) == 0
+    assert "memory fits 1 x 79.6 GiB GPUs (modelled)" in capsys.readouterr().out.splitlines()[0]
+    assert main(["memory", "--study", str(PAPER), "--overlay", onegpu]) == 0
+    out = capsys.readouterr().out
+    assert "qwen2.5-math-1.5b math on 1 x 79.6 GiB GPUs: fits" in out and "qwen2.5-math-7b gsm8k on 4 x" in out
+    # what the training job gets: verl's GPU count is the same one
+    from coolsampler.train.overrides import overrides_for
+
+    study = tmp_path / "study.yaml"
+    merged = load_study(PAPER, overlays=[onegpu]).raw
+    study.write_text(yaml.safe_dump(merged))
+    assert "trainer.n_gpus_per_node=1" in overrides_for(ONE_B5, str(study), "gpu")
+    # the 7B on one 80 GB card: no setting the memory model knows makes it fit (the one-GPU page says so)
+    seven = tmp_path / "seven.yaml"
+    seven.write_text("models:\n  qwen2.5-math-7b: {gpus_per_run: 1, tensor_parallel: 1, gpu_memory_gib: 79.6}\n")
+    assert main(["memory", "--study", str(PAPER), "--overlay", str(seven)]) == 1
+    lines = [ln for ln in capsys.readouterr().out.splitlines() if "qwen2.5-math-7b" in ln or ln.startswith("-   set")]
+    assert any("7b gsm8k on 1 x 79.6 GiB GPUs: DOES NOT FIT" in ln for ln in lines)
+    assert not any(ln.startswith("-   set") and ln.endswith(": fits") for ln in lines), lines
+
+
+def test_the_studys_time_limit_reaches_the_job_and_plan_warns_past_it(tmp_path: Path, capsys) -> None:
+    """A study's runtime_min is the training job's time limit (SLURM --time), and plan warns when the
+    study's watchdog limit (timeout_min) is not below the job's limit: the scheduler would stop the run."""
+    over = tmp_path / "over.yaml"
+    over.write_text("timeout_min: 1200\n")
+    argv = ["plan", "--study", str(PAPER), "--results", str(tmp_path), "--profile", "slurm", "--run", ONE_B5]
+    assert main([*argv, "--overlay", str(over)]) == 0
+    assert (
+        "WARNING: the study's timeout_min 1200 is not below the job's time limit (960 min)" in capsys.readouterr().out
+    )
+    longer = tmp_path / "longer.yaml"
+    longer.write_text("timeout_min: 1200\nruntime_min: 1440\n")
+    assert main([*argv, "--overlay", str(longer)]) == 0
+    assert "WARNING" not in capsys.readouterr().out
+    # what the job asks the scheduler for: the study's limit
+    smk = [sys.executable, "-m", "snakemake", "-n", "--nolock", "--profile", "profiles/gpu-box"]
+    smk += [f"results/runs/{ONE_B5}/metrics.parquet", "--configfile", str(PAPER), str(longer)]
+    res = subprocess.run(smk, cwd=REPO, capture_output=True, text=True, timeout=600, check=False)
+    assert res.returncode == 0, res.stderr[-3000:]
+    resources = re.findall(r"^rule train:\n(?:.*\n)*?\s+resources: (.*)$", res.stdout + res.stderr, flags=re.M)
+    assert resources and "runtime=1440" in resources[0].split(", "), resources

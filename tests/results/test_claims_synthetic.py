@@ -303,4 +303,6 @@ def test_cli_reads_a_world_study_runs_by_the_study_their_run_yaml_names(tmp_path
     assert "no single config/*.yaml here is study 'renamed'" in err and "--study FILE" in err
     assert main(["claims", *moved, "--claims", str(f), "--study", str(REPO / "config" / "cliff.yaml")]) == 0
     assert "reproduced p4-gap-shrinks" in capsys.readouterr().out
-    assert main(["claims", *moved, "--study", str(tmp_path / "none.yaml")]) == 2
+    with pytest.raises(SystemExit) as e:  # a study file that exists nowhere: argparse's usage error
+        main(["claims", *moved, "--study", str(tmp_path / "none.yaml")])
+    assert e.value.code == 2 and "no such file" in capsys.readouterr().err

@@ -60,10 +60,16 @@ def test_analyze_a_plain_verl_log_computes_what_it_can_and_names_the_rest(tmp_pa
     assert main(["analyze", str(log), "--steps", "60"]) == 0
     out = capsys.readouterr().out
     assert "onset 40" in out and "Summary (Table 1 style" in out
-    assert "not computed: KL crossings" in out and "needs kl" in out
-    assert "kl_to_init: actor_rollout_ref.actor.use_kl_loss=True" in out
-    assert "algorithm.rollout_correction.rollout_is=token" in out
+    assert "not computed: KL crossings" in out and "(needs kl)" in out
+    # what is missing in one line, and each verl setting that would log it once, in one more
+    (settings,) = [ln for ln in out.splitlines() if ln.startswith("   to log them, train with: ")]
+    assert settings.count("actor_rollout_ref.actor.use_kl_loss=True") == 1
+    assert settings.count("algorithm.rollout_correction.rollout_is=token") == 1
     assert "needs val_acc" not in out  # the accuracy is there: the events are computed
+    assert "KL > 1 at" not in out  # no KL logged: no line of dashes for it
+    # the lead table: the diagnostics no run logged are one line, not a row of "not logged" each
+    assert "Not logged in any of these runs, so left out below: forward KL k1 (the paper's)" in out
+    assert "| forward KL k1 (the paper's) |" not in out and "not logged |" not in out
 
 
 def test_claims_on_a_plain_verl_log_from_another_directory(tmp_path: Path) -> None:
@@ -74,10 +80,12 @@ def test_claims_on_a_plain_verl_log_from_another_directory(tmp_path: Path) -> No
     r = subprocess.run([*run, "--key", KEY], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     assert re.search(r"(reproduced|differs) +s31-n96-tb1-final", r.stdout)
-    assert re.search(r"not run +s32-klinit-15b-uncooled .*not in these logs: kl_to_init: .*use_kl_loss=True", r.stdout)
+    assert re.search(r"not judged, columns not in these logs \(s32-klinit-15b-uncooled\); to log them: .*use_kl_loss", r.stdout)
+    assert r.stdout.index("s31-n96-tb1-final") < r.stdout.index("not judged")  # what was judged first
     # no run key anywhere: one line saying how to name it
     r = subprocess.run(run, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert r.returncode == 1 and "--key" in r.stderr and "Traceback" not in r.stderr
+    assert r.stderr.count("\n") == 1 and r.stdout == ""  # said once, and no verdicts of nothing
 
 
 def test_figures_from_run_directories_of_plain_verl_logs(tmp_path: Path) -> None:

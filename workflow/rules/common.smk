@@ -188,6 +188,7 @@ TRAINING_KEYS = {
         recipe=x.study.recipe,
         platform=x.platform.name,
         code=TRAIN_CODE,
+        numerics=x.platform.numerics(),
     )
     for r, x in ROOTS.items()
 }
@@ -255,6 +256,11 @@ def run_gpus(wildcards):
 def platform_attr(name):
     """A resource of the root's platform, as a Snakemake callable (coolsampler.train.platform)."""
     return lambda wildcards: getattr(root_of(wildcards).platform, name)
+
+
+def run_runtime(wildcards):
+    """The job's time limit: the study's runtime_min, else the platform's (a profile's set-resources wins)."""
+    return config.get("runtime_min") or root_of(wildcards).platform.runtime_min
 
 
 def train_limit(name):

@@ -22,7 +22,7 @@ if not ANALYSIS_ONLY:
         threads: platform_attr("threads")
         resources:
             gpu=run_gpus,
-            runtime=platform_attr("runtime_min"),
+            runtime=run_runtime,
             mem_mb=platform_attr("mem_mb"),
             cpus_per_task=platform_attr("threads"),
         params:

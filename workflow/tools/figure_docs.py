@@ -21,6 +21,7 @@ from pathlib import Path
 from coolsampler.paper import labels as L
 from coolsampler.paper.render import render
 from coolsampler.results.loaders import load_metrics, load_status
+from coolsampler.spec.layout import Layout
 from coolsampler.spec.provenance import Provenance
 from coolsampler.spec.study import load_study
 from coolsampler.spec.targets import TARGETS, panel_filters
@@ -32,21 +33,27 @@ WIDTH_PX = 1000  # example images are scaled to this width: small enough to comm
 
 def _shrink(png: Path, out: Path) -> None:
     from PIL import Image
+    from PIL.PngImagePlugin import PngInfo
 
     with Image.open(png) as im:
         h = round(im.height * WIDTH_PX / im.width)
-        im.convert("RGB").resize((WIDTH_PX, h), Image.LANCZOS).save(out, optimize=True)
+        info = PngInfo()  # keep the stamp (study, commit, script): the README reads its commit from here
+        for key in ("Title", "Description"):
+            if key in im.info:
+                info.add_text(key, str(im.info[key]))
+        im.convert("RGB").resize((WIDTH_PX, h), Image.LANCZOS).save(out, optimize=True, pnginfo=info)
 
 
 def _study_panels(study, target: str) -> dict:
     runs = study.runs
+    layout = Layout(str(study.results))
     out = {}
     for panel, filt in panel_filters(study.figures[target]).items():
         out[panel] = [
             (
                 r.settings(),
-                load_metrics(Path(study.results) / "runs" / r.key / "metrics.parquet"),
-                load_status(Path(study.results) / "runs" / r.key / "status.json"),
+                load_metrics(layout.run_file(r.key, "metrics.parquet")),
+                load_status(layout.run_file(r.key, "status.json")),
             )
             for r in runs
             if r in study.select(filt)

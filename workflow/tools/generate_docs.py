@@ -6,7 +6,10 @@
   what ``coolsampler memory`` prints for the paper study now;
 - the site's home, ``docs/index.md``, between ``<!-- front -->`` and ``<!-- /front -->``: the README's
   block between the same markers (where the project stands, the quick start, a real figure), its
-  links made relative to ``docs/``. The README is the one source; edit it, then rerun this.
+  links made relative to ``docs/``. The README is the one source; edit it, then rerun this;
+- in the README, the commit its Figure 1 was drawn at: the image's own stamp (the PNG's Description,
+  which ``workflow/tools/figure_docs.py`` keeps), else the figure page's "Drawn at commit" line that the
+  same run of ``figure_docs.py`` wrote with the image.
 
     python workflow/tools/generate_docs.py            # write them
     python workflow/tools/generate_docs.py --check    # exit 1 if a committed page is out of date
@@ -40,6 +43,9 @@ MEMORY_BEGIN, MEMORY_END = "<!-- memory -->", "<!-- /memory -->"
 README = REPO / "README.md"
 HOME_PAGE = REPO / "docs" / "index.md"
 FRONT_BEGIN, FRONT_END = "<!-- front -->", "<!-- /front -->"
+FIGURE = REPO / "docs" / "figures" / "img" / "fig1.png"
+FIGURE_PAGE = REPO / "docs" / "figures" / "fig1.md"
+README_FIGURE = re.compile(r"(Its Figure 1, drawn at commit `)([^`]+)(`)")
 
 
 # JSON Schema keywords this page understands. Anything else in a schema node is an error: a YAML flow
@@ -311,6 +317,28 @@ def front_block(readme: str) -> str:
     return block
 
 
+def figure_commit(png: Path = FIGURE, page: Path = FIGURE_PAGE) -> str:
+    """The commit a docs figure was drawn at: its PNG's stamp (``commit=...`` in the Description that
+    ``coolsampler.paper.plotting.save`` writes and ``figure_docs.py`` keeps), else its page's line."""
+    from PIL import Image
+
+    with Image.open(png) as im:
+        stamp = re.search(r"\bcommit=(\S+)", str(im.info.get("Description", "")))
+    if stamp:
+        return stamp[1]
+    line = re.search(r"Drawn at commit `([^`]+)`", page.read_text())
+    if not line:
+        raise SystemExit(f"{png}: no commit in its stamp, and {page} names none")
+    return line[1]
+
+
+def readme_with_figure_commit(readme: str) -> str:
+    """The README with its Figure 1 sentence naming the commit the image was drawn at."""
+    if not README_FIGURE.search(readme):
+        raise SystemExit("README.md: no 'Its Figure 1, drawn at commit `...`' sentence")
+    return README_FIGURE.sub(lambda m: m[1] + figure_commit() + m[3], readme)
+
+
 def with_block(page: str, begin: str, end: str, block: str) -> str:
     """``page`` with the text from ``begin`` to ``end`` (both kept) replaced by ``block``."""
     if page.count(begin) != 1 or page.count(end) != 1:
@@ -348,7 +376,9 @@ def pages() -> dict[Path, str]:
     text += ", ".join(_quantities()) + ".\n"
     out[OUT / "claims.md"] = text
     out[MEMORY_PAGE] = with_block(MEMORY_PAGE.read_text(), MEMORY_BEGIN, MEMORY_END, memory_block())
-    out[HOME_PAGE] = with_block(HOME_PAGE.read_text(), FRONT_BEGIN, FRONT_END, front_block(README.read_text()))
+    readme = readme_with_figure_commit(README.read_text())
+    out[README] = readme
+    out[HOME_PAGE] = with_block(HOME_PAGE.read_text(), FRONT_BEGIN, FRONT_END, front_block(readme))
     return out
 
 

@@ -1,63 +1,72 @@
 """``coolsampler``: the pipeline's command line, for what one wants without running Snakemake.
 
-    coolsampler overrides RUN_KEY [--study config/paper.yaml] [--platform gpu|cpu] [--env]
-        the exact Hydra overrides verl gets for a run, one per line (paths as rule train sets them);
-        with --env, the environment of its verl process instead (NAME=value lines)
-    coolsampler parse PATH [--out metrics.parquet|metrics.csv] [--steps N] [--val-every K]
-        one verl JSONL log -> a summary, or the metrics table rule parse writes
-    coolsampler analyze PATH... [--N N] [--Tb T] [--steps S]
-        the paper's per-run numbers (degradation events, Table-1 summary, lead table) for logs or
-        tables; any verl log: what it lacks is named with the verl setting that logs it
-    coolsampler claims PATH... [--key RUN_KEY] [--probe] [--out DIR]
-        the paper's claims checked on run directories or logs
-    coolsampler runs|status|plan [--study FILE] ...
-        a study's run keys, where each run stands, what the study costs; plan --run KEY: one run's
-        cost beside the snakemake command that trains it
-    coolsampler verl-check [--study FILE] [--platform gpu|cpu]
-        every run of a study against verl's own config checks (imports verl; no GPU, model or data)
-    coolsampler memory [--gpu-memory-gib X] [--overlay FILE] [--measure SID|auto --out FILE]
-        the paper runs' host and GPU memory budget and their processes, as Markdown tables, on the
-        study's GPUs or yours (--gpu-memory-gib, or an override file); --measure:
-        each process kind's PSS in a running verl session (the table the budget multiplies)
-    coolsampler acceptance [--platform gpu|cpu] --out DIR
-        the acceptance check of a machine: the 1.5B recipe for a few steps through the real stack
-    coolsampler --version
-    coolsampler figures RESULTS_DIR [--study FILE] [--cores N] [-n]
-        every figure, table, claims.md and report.html from existing run directories; never trains
+Each subcommand is one module of this package with a ``register(subparsers)`` hook (it adds its parser
+with ``subparsers.add_parser(NAME)`` and its options, and sets ``func``; or, instead, ``add_parser(subparsers)``
+that adds them and ``run(args)`` that runs the command), and one line of ``SUBCOMMANDS``:
+its name, its module and its one-line help, which ``coolsampler --help`` lists without importing any
+subcommand. Only the module of the command that runs is imported, so a module that cannot be imported
+(an optional dependency missing) breaks that command alone, never ``--help`` or ``--version``.
 
-Each subcommand is one module of this package with a ``register(subparsers)`` hook, listed in
-``SUBCOMMANDS`` in the order ``--help`` shows them. A ``--study``/``--overlay`` file not found where the
-command runs is this checkout's file of that name, so every command works from any directory. Light:
-only ``verl-check`` and ``acceptance`` import verl (when they run), so the rest work on a laptop with the
-core install; without the training stack those two say in one line what to install.
+A ``--study``/``--overlay``/``--claims`` file is found where the command runs, else by name among the
+shipped studies (``coolsampler.spec.shipped``: ``--study paper`` or ``--study config/paper.yaml``), so
+every command works from any directory, from a checkout or a plain ``pip install``. Light: only
+``verl-check`` and ``acceptance`` import verl (when they run), so the rest work on a laptop with the core
+install; without the training stack those two say in one line what to install.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Sequence
-from pathlib import Path
+from dataclasses import dataclass
+from typing import Any
 
-from coolsampler.spec.metrics_schema import INSTALL_TRAINING_STACK
-from coolsampler.spec.study import StudyError
-from coolsampler.train.version import REPO
 
-# one module of coolsampler.cli per subcommand (the module's name, with - for _ on the command line)
-SUBCOMMANDS = (
-    "overrides",
-    "parse",
-    "analyze",
-    "claims",
-    "runs",
-    "status",
-    "plan",
-    "figures",
-    "verl_check",
-    "memory",
-    "acceptance",
-)
+@dataclass(frozen=True)
+class Subcommand:
+    """One subcommand: its name on the command line, its module in this package, its one-line help."""
+
+    name: str
+    module: str
+    help: str
+
+
+# The subcommands, in the order ``--help`` lists them. A new subcommand is one line here.
+SUBCOMMANDS: tuple[Subcommand, ...] = (
+    Subcommand("analyze", "analyze", "the paper's per-run numbers for verl logs, tables or run directories: prints"
+               " each run's degradation events, a Table-1 summary and the lead table; --figure draws the curves"),
+    Subcommand("parse", "parse", "one verl JSONL log: prints its steps, validation points, whether it is complete"
+               " and what it lacks; --out writes the metrics table"),
+    Subcommand("claims", "claims", "the paper's claims checked on run directories or logs: prints a verdict per"
+               " claim, and for what a log cannot measure the verl setting that logs it"),
+    Subcommand("runs", "runs", "prints a study's run keys, one per line (--source: where each comes from)"),
+    Subcommand("plan", "plan", "what a study (or --run: one run) costs before it is submitted: prints the cost"
+               " line first (runs, GPU-hours, wall time, disk, memory fit), then the table; --detail: the processes"),
+    Subcommand("status", "status", "where every run of a study stands: prints one line per run (state, step,"
+               " validation accuracy, KL, ETA) and the count per state"),
+    Subcommand("figures", "figures", "every figure, table, the claims and the report from existing run directories"
+               " (never trains); prints Snakemake's progress and the runs that are missing"),
+    Subcommand("memory", "memory", "a study's host and GPU memory budget on its machines, modelled: prints a table"
+               " per model and task and a fits/DOES NOT FIT line per run; --measure: a verl session's PSS"),
+    Subcommand("overrides", "overrides", "prints verl's Hydra overrides for a run key, one per line, as rule train"
+               " passes them (--env: its environment)"),
+    Subcommand("verl-check", "verl_check", "every run of a study against verl's own config checks (needs the"
+               " training stack): prints 'ok KEY' or 'FAIL error' per run"),
+    Subcommand("acceptance", "acceptance", "the acceptance check of a machine through the real stack (needs it):"
+               " prints a table of checks and writes it to OUT/summary.md and summary.json"),
+    Subcommand("fingerprint", "fingerprint", "a study's models and runs, digit for digit, against the committed"
+               " reference of each CPU family: prints 'matches' or the first step and metric that differ"),
+)  # fmt: skip
+
+# Options naming a study or a claims file: found where the command runs, else among the shipped files.
+STUDY_FILE_OPTIONS = ("study", "overlay", "claims")
+
+# The training stack's top-level modules: a subcommand that needs one (verl-check, acceptance, memory
+# --measure's stand-ins) in a light install (`pip install .`) says what to install, not a traceback.
+TRAINING_STACK = frozenset({"verl", "vllm", "torch", "ray", "transformers", "tensordict", "hydra", "omegaconf"})
 
 
 class _VersionAction(argparse.Action):
@@ -73,53 +82,90 @@ class _VersionAction(argparse.Action):
         parser.exit()
 
 
-STUDY_FILE_OPTIONS = ("study", "overlay")
+class _Registrar:
+    """What a module's ``register`` is handed: ``add_parser`` of the subparsers, with the help line and the
+    description taken from the module's ``SUBCOMMANDS`` entry (the one place they are written)."""
+
+    def __init__(self, sub: argparse._SubParsersAction, entry: Subcommand) -> None:
+        self._sub, self._entry = sub, entry
+
+    def add_parser(self, name: str, **kw: Any) -> argparse.ArgumentParser:
+        if name != self._entry.name:
+            raise ValueError(
+                f"module coolsampler.cli.{self._entry.module} registers {name!r}, listed as {self._entry.name!r}"
+            )
+        kw["help"] = self._entry.help
+        kw.setdefault("description", self._entry.help)
+        return self._sub.add_parser(name, **kw)
 
 
 def study_file(value: str) -> str:
-    """A study (or override) file as given where it exists, else this checkout's file of that name: the
-    defaults and the documented ``--study config/paper.yaml`` work from any directory."""
-    if Path(value).exists() or Path(value).is_absolute():
-        return value
-    in_checkout = REPO / value
-    return str(in_checkout) if in_checkout.exists() else value
+    """A study, override or claims file as given where it exists, else the shipped file of that name or
+    path (``paper``, ``config/paper.yaml``, ``config/hardware/80gb.yaml``): the defaults and the documented
+    ``--study config/paper.yaml`` work from any directory and from a non-editable install."""
+    from coolsampler.spec.shipped import find_config
+
+    return str(find_config(value))
 
 
-def build_parser() -> argparse.ArgumentParser:
+def command_of(argv: Sequence[str]) -> str | None:
+    """The subcommand ``argv`` names: its first word that is not an option (the top level's options take
+    no value), or None."""
+    return next((a for a in argv if not a.startswith("-")), None)
+
+
+def build_parser(only: str | None = None, *, lazy: bool = False) -> argparse.ArgumentParser:
+    """The parser of every subcommand; ``lazy``: only the subcommand ``only`` is imported and given its
+    options (none is, where ``only`` names none), each other one is a bare entry with its help line."""
     ap = argparse.ArgumentParser(
-        prog="coolsampler", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+        prog="coolsampler",
+        description="The pipeline's command line, for what one wants without running Snakemake;"
+        " `coolsampler COMMAND --help` gives a command's options.",
     )
     ap.add_argument("--version", action=_VersionAction, help="print the package's and the patched verl's version")
-    sub = ap.add_subparsers(dest="command", required=True)
-    for name in SUBCOMMANDS:
-        importlib.import_module(f"coolsampler.cli.{name}").register(sub)
-    # each subcommand's --help opens with its one-line help (what it prints), not only its options
-    for choice in sub._choices_actions:
-        parser = sub.choices[choice.dest]
-        parser.description = parser.description or choice.help
-        for action in parser._actions:  # study files: found from any directory
+    sub = ap.add_subparsers(dest="command", required=True, metavar="COMMAND", title="commands")
+    for entry in SUBCOMMANDS:
+        if lazy and entry.name != only:
+            sub.add_parser(entry.name, help=entry.help, add_help=False)
+            continue
+        module = importlib.import_module(f"coolsampler.cli.{entry.module}")
+        if hasattr(module, "register"):  # register(sub): adds its parser and sets func
+            module.register(_Registrar(sub, entry))
+        else:  # add_parser(sub) adds its parser, run(args) runs the command
+            module.add_parser(_Registrar(sub, entry))
+            if sub.choices[entry.name].get_default("func") is None:
+                sub.choices[entry.name].set_defaults(func=module.run)
+        for action in sub.choices[entry.name]._actions:  # study and claims files: found from any directory
             if action.dest in STUDY_FILE_OPTIONS and action.type is None:
                 action.type = study_file
     return ap
 
 
-# The training stack's top-level modules: a subcommand that needs one (verl-check, acceptance, memory
-# --measure's stand-ins) in a light install (`pip install -e .`) says what to install, not a traceback.
-TRAINING_STACK = frozenset({"verl", "vllm", "torch", "ray", "transformers", "tensordict", "hydra", "omegaconf"})
+def _closed_pipe() -> int:
+    """stdout's reader went away (``coolsampler runs | head``): stop quietly, as a shell tool does."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())  # Python's flush at exit must not raise again
+    return 128 + 13  # killed by SIGPIPE, as the shell reports it
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    command = command_of(argv)
     try:
+        args = build_parser(command, lazy=True).parse_args(argv)
         return args.func(args)
-    except (StudyError, ValueError, FileNotFoundError) as e:
-        print(f"coolsampler {args.command}: {e}", file=sys.stderr)
+    except BrokenPipeError:
+        return _closed_pipe()
+    except (ValueError, FileNotFoundError) as e:  # a bad study (StudyError is a ValueError), a missing file
+        print(f"coolsampler {command}: {e}", file=sys.stderr)
         return 2
     except ModuleNotFoundError as e:
         if (e.name or "").split(".")[0] not in TRAINING_STACK:
             raise
+        from coolsampler.spec.metrics_schema import INSTALL_TRAINING_STACK
+
         print(
-            f"coolsampler {args.command}: needs the training stack (no module {e.name!r} here);"
+            f"coolsampler {command}: needs the training stack (no module {e.name!r} here);"
             f" install it with {INSTALL_TRAINING_STACK}",
             file=sys.stderr,
         )

@@ -21,6 +21,7 @@ import json
 import sys
 from pathlib import Path
 
+from coolsampler.spec.shipped import find_config
 from coolsampler.spec.study import StudyError, load_study
 from coolsampler.train import processes
 from coolsampler.train.launch import proc_table
@@ -35,10 +36,9 @@ from coolsampler.train.memory import (
 )
 from coolsampler.train.overrides import check_extra_overrides
 from coolsampler.train.platform import get_platform
-from coolsampler.train.version import REPO
 
-DEFAULT_PROFILE = REPO / "profiles" / "slurm" / "config.v8+.yaml"
-DEFAULT_STUDY = REPO / "config" / "paper.yaml"
+DEFAULT_PROFILE = "profiles/slurm/config.v8+.yaml"  # shipped files (coolsampler.spec.shipped)
+DEFAULT_STUDY = "config/paper.yaml"
 OVERLAY_HELP = (
     "a file merged over the study as snakemake merges a second --configfile (repeatable), e.g."
     " config/hardware/80gb.yaml: your own GPUs and what makes the runs fit them"
@@ -107,14 +107,10 @@ def _memory(args: argparse.Namespace) -> int:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    m = sub.add_parser(
-        "memory",
-        help="a study's host and GPU memory budget on its machines; prints a Markdown table per model and task"
-        " (GPU memory per phase, host memory at the save peak), one 'fits'/'DOES NOT FIT' line per run with"
-        " the setting that makes it fit, the processes a run starts and the assumptions; exit 1 if a run does"
-        " not fit. --measure: a running verl session's PSS per process kind, as JSON",
+    m = sub.add_parser("memory")
+    m.add_argument(
+        "--study", default=DEFAULT_STUDY, help="the study whose runs and machines to check (default: %(default)s)"
     )
-    m.add_argument("--study", default=str(DEFAULT_STUDY), help="the study whose runs and machines to check")
     m.add_argument("--overlay", action="append", metavar="FILE", help=OVERLAY_HELP)
     m.add_argument(
         "--gpu-memory-gib",
@@ -122,7 +118,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="check on your own GPUs of this size (nvidia-smi memory.total / 1024, e.g. 79.6 for an 80 GB"
         " card) instead of the study's declared ones",
     )
-    m.add_argument("--profile", default=str(DEFAULT_PROFILE), help="SLURM profile to check against")
+    m.add_argument(
+        "--profile",
+        default=DEFAULT_PROFILE,
+        type=find_config,
+        help="SLURM profile to check against (default: %(default)s)",
+    )
     m.add_argument(
         "--measure",
         metavar="SID",

@@ -12,16 +12,20 @@ Per (model, task) of the study, from the best source there is, each named in the
   checkpoint as ``coolsampler.train.memory.checkpoint_bytes`` computes it for the paper's models; at the
   peak a run saving holds a second checkpoint (the previous one is retired only once the new one counts),
   which the total's peak adds for the runs that train at once;
-* **GPU-hours**: hours per run x the platform's GPUs per run (``coolsampler.train.platform``), for the runs
-  not done yet and for all;
+* **GPUs a run holds**: its model's ``gpus_per_run`` (the study's ``models:``, else the size rule), the
+  count the training job asks for and ``coolsampler memory`` checks; a paper step time is scaled from
+  the paper's four GPUs to that count, in proportion (a model: no GPU run has measured it);
+* **GPU-hours**: hours per run x its GPUs, for the runs not done yet and for all;
 * **wall time**: the remaining runs, ``parallel`` at a time (from the profile: the gpu-box profile's
-  ``gpu`` resource / GPUs per run, the SLURM profile's ``jobs``, on CPU the smoke study's ``--cores 2``
+  ``gpu`` resource / the most GPUs a run holds, the SLURM profile's ``jobs``, on CPU the smoke study's ``--cores 2``
   / the platform's threads per run), longest-first; queueing time on a cluster is not included.
 
 Done runs (``run.yaml`` + ``train.jsonl``, as ``coolsampler.cli.status``) are marked and left out of the
-remaining cost. ``--run KEY`` plans those runs of the study alone (one arm on one GPU box) and prints the
-Snakemake command that trains them beside their cost; ``--overlay FILE`` and ``--gpu-memory-gib`` check
-the memory on one's own GPUs (``coolsampler memory``). Light: no verl, vLLM or torch.
+remaining cost. The output opens with the cost in one line; the table per model and task and the
+memory fit follow, the processes a run starts only with ``--detail``. ``--run KEY`` plans those runs of
+the study alone (one arm on one GPU box) and prints the Snakemake command that trains them;
+``--overlay FILE`` and ``--gpu-memory-gib`` check the memory on one's own GPUs (``coolsampler memory``).
+Exit status 1 when a run's memory does not fit (as ``coolsampler memory``). Light: no verl, vLLM or torch.
 """
 
 from __future__ import annotations
@@ -39,12 +43,17 @@ import yaml
 
 from coolsampler.cli.memory import OVERLAY_HELP
 from coolsampler.cli.status import hmm, read_records, refresh_lines, step_times
-from coolsampler.spec.settings import step_seconds
+from coolsampler.spec.settings import PAPER_RECIPE, step_seconds
+from coolsampler.spec.shipped import PROFILES as PROFILE_DIR
+from coolsampler.spec.shipped import ROOT
 from coolsampler.spec.study import Run, Study, StudyError, load_study
 from coolsampler.train.overrides import check_extra_overrides
 from coolsampler.train.paths import SMOKE_STUDY, Layout
 from coolsampler.train.platform import Platform, get_platform
 from coolsampler.train.version import REPO
+
+PROFILE_NAME = "config.v8+.yaml"
+SLURM_PROFILE = PROFILE_DIR / "slurm" / PROFILE_NAME  # the per-job memory the memory fit checks against
 
 PROFILES = ("gpu", "slurm", "cpu")  # where a study runs: one GPU machine, a SLURM cluster, the CPU stack
 PROFILE_PLATFORM = {"gpu": "gpu", "slurm": "gpu", "cpu": "cpu"}
@@ -77,6 +86,7 @@ class Group:
     disk_per_run: int | None
     disk_source: str
     save_extra: int | None = None  # a second checkpoint, held while a save is under way
+    gpus: int = 0  # GPUs one run holds (its model's gpus_per_run on a GPU platform; 0 on CPU)
 
     def hours(self, run: Run) -> float | None:
         if self.step_s is None:
@@ -93,6 +103,7 @@ class Plan:
     parallel_source: str
     groups: list[Group]
     memory: list[Any] = field(default_factory=list)  # coolsampler.train.memory.Setting per model and task (gpu)
+    timeout_min: float | None = None  # the study's own watchdog limit (timeout_min), if it sets one
 
 
 def is_done(run_dir: Path) -> bool:
@@ -124,26 +135,28 @@ def measure(run_dir: Path, platform: str) -> tuple[list[float], float | None, in
     return times, startup, _dir_bytes(run_dir)
 
 
-def default_parallel(profile: str, platform: Platform) -> tuple[int, str]:
-    """How many runs train at once on ``profile``, from the profile file (module docstring)."""
+def default_parallel(profile: str, platform: Platform, gpus_per_run: int | None = None) -> tuple[int, str]:
+    """How many runs train at once on ``profile``, from the profile file (module docstring); ``gpus_per_run``:
+    the most GPUs one of the runs holds (default: the platform's)."""
     if profile == "cpu":
         return max(1, CPU_CORES // max(1, platform.threads)), f"--cores {CPU_CORES}, {platform.threads} thread(s) a run"
-    path = REPO / "profiles" / PROFILE_FILE[profile] / "config.v8+.yaml"
+    gpus_per_run = gpus_per_run or platform.gpus_per_run
+    path = PROFILE_DIR / PROFILE_FILE[profile] / PROFILE_NAME
     if not path.exists():
         return 1, f"no {path.name} found: one at a time"
     cfg = yaml.safe_load(path.read_text()) or {}
     if profile == "slurm":
         return int(cfg.get("jobs", 1)), f"profiles/slurm jobs: {cfg.get('jobs', 1)}"
     gpus = next((int(str(r).split("=")[1]) for r in cfg.get("resources", []) if str(r).startswith("gpu=")), None)
-    if gpus is None or not platform.gpus_per_run:
+    if gpus is None or not gpus_per_run:
         return 1, "one at a time"
-    return max(1, gpus // platform.gpus_per_run), f"profiles/gpu-box gpu={gpus}, {platform.gpus_per_run} a run"
+    return max(1, gpus // gpus_per_run), f"profiles/gpu-box gpu={gpus}, {gpus_per_run} a run"
 
 
 def profile_runtime(profile: str) -> int | None:
     """The training time limit a profile sets (``set-resources: train: runtime:``, the SLURM profile's EDIT
     line), which the watchdog's timeout follows (``Platform.with_runtime``); None: the platform's."""
-    path = REPO / "profiles" / PROFILE_FILE.get(profile, "-") / "config.v8+.yaml"
+    path = PROFILE_DIR / PROFILE_FILE.get(profile, "-") / PROFILE_NAME
     if not path.exists():
         return None
     cfg = yaml.safe_load(path.read_text()) or {}
@@ -168,7 +181,9 @@ def make_plan(
     profile = profile or ("cpu" if study.raw.get("profile", "cpu") == "cpu" else "gpu")
     if profile not in PROFILES:
         raise ValueError(f"profile {profile!r}: allowed {', '.join(PROFILES)}")
-    platform = get_platform(PROFILE_PLATFORM[profile]).for_study(study.raw).with_runtime(profile_runtime(profile))
+    # the job's time limit: the profile's set-resources, else the study's runtime_min, else the platform's
+    runtime = profile_runtime(profile) or study.raw.get("runtime_min")
+    platform = get_platform(PROFILE_PLATFORM[profile]).for_study(study.raw).with_runtime(runtime)
     layout = Layout.from_config(study.raw, results if results is not None else study.results)
     by_group: dict[tuple[str, str], list[Run]] = {}
     for r in study.runs:
@@ -189,13 +204,14 @@ def make_plan(
                     m.startup_s.append(got[1])
                 m.disk.append(got[2])
         groups.append(_group(model, task, runs, done, m, platform))
-    par, why = (parallel, "--parallel") if parallel else default_parallel(profile, platform)
+    most = max((g.gpus for g in groups), default=0)
+    par, why = (parallel, "--parallel") if parallel else default_parallel(profile, platform, most)
     memory = []
     if platform.name == "gpu":  # memory.py models the gpu platform's run on the study's machines
         from coolsampler.train.memory import on_gpus, study_settings
 
         memory = on_gpus(study_settings(study, platform), gpu_memory_gib)
-    return Plan(study.name, profile, platform, par, why, groups, memory)
+    return Plan(study.name, profile, platform, par, why, groups, memory, study.raw.get("timeout_min"))
 
 
 def only_runs(study: Study, keys: Sequence[str]) -> Study:
@@ -215,6 +231,7 @@ def one_line(plan: Plan) -> str:
     disk and whether each run's memory fits the GPUs checked."""
     s = summary(plan)
     gpus = plan.platform.gpus_per_run
+    counts = "/".join(str(n) for n in sorted({g.gpus for g in plan.groups}))
     cost = (
         "cost unknown (no step time: train one run, then plan again)"
         if len(s["unknown"]) == s["runs"]
@@ -224,37 +241,61 @@ def one_line(plan: Plan) -> str:
     disk = "disk unknown" if s["disk_unknown"] == s["runs"] else f"{_gib(s['disk'])} disk"
     if s["disk_unknown"] < s["runs"] and s["disk_peak"] > s["disk"]:
         disk += f" ({_gib(s['disk_peak'])} during a save)"
-    parts = [f"{s['runs'] - s['done']} run(s) to train", cost, disk]
+    parts = [f"{s['runs'] - s['done']} run(s) to train" + (f" on {counts} GPU(s) each" if gpus else ""), cost, disk]
     if plan.memory:
-        from coolsampler.train.memory import GIB, fit
+        from coolsampler.train.memory import GIB
 
-        profile = REPO / "profiles" / "slurm" / "config.v8+.yaml"
-        fits = [fit(m, profile, plan.platform) for m in plan.memory]
         sizes = "/".join(sorted({f"{m.gpu_bytes / GIB:g}" for m in plan.memory}))
+        mem_gpus = "/".join(str(n) for n in sorted({m.gpus for m in plan.memory}))
         parts.append(
-            f"memory fits {gpus} x {sizes} GiB GPUs"
-            if all(f.fits for f in fits)
-            else f"memory DOES NOT FIT {gpus} x {sizes} GiB GPUs (see above)"
+            f"memory fits {mem_gpus} x {sizes} GiB GPUs (modelled)"
+            if memory_fits(plan)
+            else f"memory DOES NOT FIT {mem_gpus} x {sizes} GiB GPUs (modelled; see below)"
         )
     return "plan: " + ", ".join(parts)
+
+
+def memory_fits(plan: Plan) -> bool:
+    """Every run's memory fits its GPUs and host by the memory model (True where none is modelled)."""
+    from coolsampler.train.memory import fit
+
+    return all(fit(m, SLURM_PROFILE, plan.platform).fits for m in plan.memory)
 
 
 def command(plan: Plan, study_files: Sequence[str], targets: Sequence[str]) -> str:
     """The Snakemake command that makes ``targets`` of the plan's study on its profile (from the checkout,
     where Snakemake finds the Snakefile and the profiles)."""
     where = f"--profile profiles/{PROFILE_FILE[plan.profile]}" if plan.profile in PROFILE_FILE else "--cores 2"
-    cd = "" if Path.cwd().resolve() == REPO.resolve() else f"cd {REPO} && "
-    return f"{cd}snakemake {where} {' '.join(targets)} --configfile {' '.join(study_files)}"
+    if not (REPO / "Snakefile").is_file():
+        cd = "(from a checkout of the repository) "
+    else:
+        cd = "" if Path.cwd().resolve() == REPO.resolve() else f"cd {REPO} && "
+    files = [_shown(f) for f in study_files]
+    return f"{cd}snakemake {where} {' '.join(targets)} --configfile {' '.join(files)}"
+
+
+def _shown(path: str) -> str:
+    """A study file as the command (run from the checkout) needs it: a shipped or checkout file by its path
+    from the repository root, any other by its absolute path."""
+    p = Path(path).resolve()
+    for base in (ROOT.resolve(), REPO.resolve()):
+        if p.is_relative_to(base):
+            return str(p.relative_to(base))
+    return str(p)
 
 
 def _group(model: str, task: str, runs: list[Run], done: list[str], m: Measured, platform: Platform) -> Group:
+    gpus = runs[0].model_info.gpus_per_run if platform.gpus_per_run else 0  # what the training job asks for
     step, startup, source = None, 0.0, "-"
     if m.step_s:
         step = statistics.fmean(m.step_s)
         startup = statistics.median(m.startup_s) if m.startup_s else 0.0
         source = f"measured ({m.runs} run{'s' if m.runs > 1 else ''})"
-    elif platform.name == "gpu" and step_seconds(model, task) is not None:
-        step, source = step_seconds(model, task), "paper (App. D)"
+    elif platform.name == "gpu" and (paper := step_seconds(model, task)) is not None:
+        # the paper's step time is on its GPUs a run; on fewer or more, in proportion (a model)
+        step, source = paper * PAPER_RECIPE["gpus_per_run"] / gpus, "paper (App. D)"
+        if gpus != PAPER_RECIPE["gpus_per_run"]:
+            source += f" x {PAPER_RECIPE['gpus_per_run']}/{gpus} GPUs, modelled"
     disk, disk_source = None, "-"
     if m.disk:
         disk, disk_source = max(m.disk), "measured"
@@ -263,7 +304,7 @@ def _group(model: str, task: str, runs: list[Run], done: list[str], m: Measured,
     extra = checkpoint_bytes(model) if model in ARCH and platform.name == "gpu" else None
     if disk is None and extra is not None:  # memory.py models the gpu platform's run (its GPUs, its dtypes)
         disk, disk_source = extra, "one checkpoint (memory.py)"
-    return Group(model, task, runs, done, step, startup, source, disk, disk_source, extra)
+    return Group(model, task, runs, done, step, startup, source, disk, disk_source, extra, gpus)
 
 
 def wall_hours(hours: list[float], parallel: int) -> float:
@@ -274,7 +315,7 @@ def wall_hours(hours: list[float], parallel: int) -> float:
     return max(slots) if hours else 0.0
 
 
-def _host_memory(plan: Plan) -> list[str]:
+def _host_memory(plan: Plan, detail: bool = False) -> list[str]:
     """On the gpu platform, for the models memory.py knows: whether each model and task's run fits the
     study's machines (GPU per phase, host at the save peak; else the setting that makes it fit), and the
     processes a run starts, each kind x its measured PSS, so a reader sees what a job's ``mem_mb`` and
@@ -283,13 +324,13 @@ def _host_memory(plan: Plan) -> list[str]:
         return []
     from coolsampler.train.memory import fit_lines, process_table
 
-    profile = REPO / "profiles" / "slurm" / "config.v8+.yaml"
-    return [
-        "memory of one run on the study's machines (memory.py; `coolsampler memory` itemises it):",
-        *fit_lines(plan.memory, profile, plan.platform),
-        "the processes it starts:",
-        process_table(plan.memory).rstrip("\n"),
+    out = [
+        "memory of one run on the study's machines, modelled (memory.py; `coolsampler memory` itemises it):",
+        *fit_lines(plan.memory, SLURM_PROFILE, plan.platform),
     ]
+    if detail:
+        out += ["the processes it starts:", process_table(plan.memory).rstrip("\n")]
+    return out
 
 
 def _gib(b: float | None) -> str:
@@ -315,6 +356,7 @@ def _save_peak(plan: Plan) -> int:
 def summary(plan: Plan) -> dict[str, Any]:
     """Totals of the plan: runs, done, hours and GPU-hours (remaining and all), wall time, disk."""
     all_h, todo_h, unknown, disk, disk_unknown, over = [], [], [], 0, 0, []
+    gpu_all, gpu_todo = 0.0, 0.0
     for g in plan.groups:
         for r in g.runs:
             if g.disk_per_run is None:
@@ -326,18 +368,19 @@ def summary(plan: Plan) -> dict[str, Any]:
                 unknown.append(r.key)
                 continue
             all_h.append(h)
+            gpu_all += h * g.gpus
             if r.key not in g.done:
                 todo_h.append(h)
-            if h * 60 > plan.platform.timeout_min:
+                gpu_todo += h * g.gpus
+            if h * 60 > (plan.timeout_min or plan.platform.timeout_min):
                 over.append(r.key)
-    gpus = plan.platform.gpus_per_run
     return {
         "runs": sum(len(g.runs) for g in plan.groups),
         "done": sum(len(g.done) for g in plan.groups),
         "hours_all": sum(all_h),
         "hours_todo": sum(todo_h),
-        "gpu_hours_all": sum(all_h) * gpus,
-        "gpu_hours_todo": sum(todo_h) * gpus,
+        "gpu_hours_all": gpu_all,
+        "gpu_hours_todo": gpu_todo,
         "wall_todo": wall_hours(todo_h, plan.parallel),
         "unknown": unknown,
         "disk": disk,
@@ -347,16 +390,17 @@ def summary(plan: Plan) -> dict[str, Any]:
     }
 
 
-def text(plan: Plan, *, list_runs: bool = False) -> str:
-    """The plan as a table per (model, task) and totals."""
+def text(plan: Plan, *, list_runs: bool = False, detail: bool = False) -> str:
+    """The plan as a table per (model, task) and totals; ``detail``: with the processes a run starts."""
     gpus = plan.platform.gpus_per_run
+    counts = "/".join(str(n) for n in sorted({g.gpus for g in plan.groups}))
     cost = "GPU-h left/all" if gpus else "hours left/all"
     head = ("model", "task", "runs", "done", "steps", "s/step", "step time from", "h/run", cost, "disk/run")
     rows = [head]
     for g in plan.groups:
         hours = [g.hours(r) for r in g.runs]
         left = [g.hours(r) for r in g.runs if r.key not in g.done]
-        mult = gpus or 1
+        mult = g.gpus or 1
         steps = sorted({r.steps for r in g.runs})
         per_run = "-" if hours[0] is None else "/".join(sorted({_h(h) for h in hours if h is not None}))
         rows.append(
@@ -379,11 +423,11 @@ def text(plan: Plan, *, list_runs: bool = False) -> str:
     out.append("")
     out.append(
         f"study {plan.study} on profile {plan.profile} (platform {plan.platform.name}, "
-        f"{gpus} GPU(s) a run): {s['runs']} runs, {s['done']} done, {s['runs'] - s['done']} to train"
+        f"{counts} GPU(s) a run): {s['runs']} runs, {s['done']} done, {s['runs'] - s['done']} to train"
     )
     part = " (runs with a step time only)" if s["unknown"] else ""
     if len(s["unknown"]) < s["runs"]:
-        gpu_h = f"; GPU-hours ({gpus} a run): {_h(s['gpu_hours_todo'])} to go, {_h(s['gpu_hours_all'])} in all"
+        gpu_h = f"; GPU-hours ({counts} a run): {_h(s['gpu_hours_todo'])} to go, {_h(s['gpu_hours_all'])} in all"
         out.append(
             f"run-hours: {_h(s['hours_todo'])} to go, {_h(s['hours_all'])} for the whole study{part}"
             + (gpu_h if gpus else "")
@@ -405,17 +449,23 @@ def text(plan: Plan, *, list_runs: bool = False) -> str:
         )
     else:
         out.append("disk: unknown (no finished run here, and memory.py models only the paper's models on gpu)")
-    out += _host_memory(plan)
+    out += _host_memory(plan, detail)
     out += refresh_lines([r for g in plan.groups for r in g.runs], costed=True)
     if s["unknown"]:
         out.append(
             f"no step time for {len(s['unknown'])} run(s) on platform {plan.platform.name}: neither a finished"
             " run here nor a paper time; train one, then plan again"
         )
+    if plan.timeout_min is not None and plan.timeout_min >= plan.platform.runtime_min:
+        out.append(
+            f"WARNING: the study's timeout_min {plan.timeout_min:g} is not below the job's time limit"
+            f" ({plan.platform.runtime_min} min): the scheduler, not the watchdog, would stop a run, without"
+            " the watchdog's reason; set runtime_min above it, or timeout_min below it"
+        )
     if s["over_timeout"]:
         out.append(
             f"WARNING: {len(s['over_timeout'])} run(s) exceed the watchdog's timeout "
-            f"({plan.platform.timeout_min / 60:.0f} h): {', '.join(s['over_timeout'][:3])}"
+            f"({(plan.timeout_min or plan.platform.timeout_min) / 60:.0f} h): {', '.join(s['over_timeout'][:3])}"
         )
     if list_runs:
         out.append("")
@@ -441,23 +491,19 @@ def _plan(args: argparse.Namespace) -> int:
         keys=keys,
         gpu_memory_gib=args.gpu_memory_gib,
     )
-    print(text(plan, list_runs=args.runs or bool(keys)), end="")
+    # the cost first, with the command that incurs it; then what it rests on
+    print(one_line(plan))
     if keys:
         layout = Layout.from_config(study.raw, args.results if args.results is not None else study.results)
         targets = [f"{layout.run_dir(k)}/metrics.parquet" for k in keys]
-        print(one_line(plan))
         print(f"command: {command(plan, [args.study, *(args.overlay or ())], targets)}")
-    return 0
+    print()
+    print(text(plan, list_runs=args.runs or bool(keys), detail=args.detail), end="")
+    return 0 if memory_fits(plan) else 1
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "plan",
-        help="what a study (or --run: one of its runs) costs before submitting it; prints a table per model"
-        " and task (steps, s/step and where that comes from, hours and GPU-hours, disk), the totals (runs,"
-        " GPU-hours, wall time, disk), whether a run fits the GPUs and host memory, and with --run the"
-        " snakemake command that trains it",
-    )
+    p = sub.add_parser("plan")
     p.add_argument("--study", default=SMOKE_STUDY, help="study config (default: %(default)s)")
     p.add_argument(
         "--run", action="append", metavar="KEY", help="plan only this run of the study (repeatable; `coolsampler runs`)"
@@ -470,4 +516,5 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--results", help="results directory with finished runs (default: the study's results:)")
     p.add_argument("--parallel", type=int, help="runs training at once (default: from the profile)")
     p.add_argument("--runs", action="store_true", help="also list every run, done or to do, with its hours")
+    p.add_argument("--detail", action="store_true", help="also print the processes a run starts and their memory")
     p.set_defaults(func=_plan)
