@@ -126,3 +126,19 @@ def test_the_frontier_figure_draws(tmp_path: Path) -> None:
     outs = [tmp_path / "guard_frontier.pdf", tmp_path / "guard_frontier.png"]
     render("guard_frontier", panels, "guard", "abc1234", outs)
     assert all(o.stat().st_size > 10_000 for o in outs)
+
+
+def test_the_frontier_draws_each_arm_in_a_colour_of_its_own(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """The fixed-N line keeps its sampler temperature's colour; each guard arm and the replayed schedules
+    take colours of their own, so an arm reads apart by colour, not by marker alone."""
+    from tests.paper.test_figures import _capture_figure
+
+    figs = _capture_figure(monkeypatch)
+    data = _world()
+    render("guard_frontier", {"a": [(d.run.settings(), d.metrics, d.status) for d in data.values()]}, "guard",
+           "abc1234", [tmp_path / "guard_frontier.png"])  # fmt: skip
+    handles, labels = figs[0].axes[0].get_legend_handles_labels()
+    colour = {lab: h.get_color() for h, lab in zip(handles, labels, strict=True) if not lab.startswith("_")}
+    arms = [lab for lab in colour if lab.startswith("no correction, Tb 1: ")]  # the study's one correction and Tb
+    assert len(arms) == 4 and sum("guard" in a for a in arms) == 2 and any("replayed" in a for a in arms)
+    assert len({colour[a] for a in arms}) == len(arms), colour

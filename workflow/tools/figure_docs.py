@@ -19,6 +19,7 @@ import tempfile
 from pathlib import Path
 
 from coolsampler.paper import labels as L
+from coolsampler.paper import style as S
 from coolsampler.paper.render import render
 from coolsampler.results.loaders import load_metrics, load_status
 from coolsampler.spec.layout import Layout
@@ -28,7 +29,9 @@ from coolsampler.spec.targets import TARGETS, panel_filters
 from coolsampler.testkit.synthetic import DEMO_FIGURES, demo_panels, demo_runs, write_study_results
 
 REPO = Path(__file__).resolve().parents[2]
-WIDTH_PX = 1000  # example images are scaled to this width: small enough to commit
+# example images keep the width the figure is drawn at (coolsampler.paper.style: the docs column shows
+# them scaled to DOCS_WIDTH_PX, and their text sizes are chosen for that); a wider one is scaled to this
+WIDTH_PX = round(S.MAX_WIDTH_IN * S.DPI)
 
 
 def _shrink(png: Path, out: Path) -> None:
@@ -36,12 +39,13 @@ def _shrink(png: Path, out: Path) -> None:
     from PIL.PngImagePlugin import PngInfo
 
     with Image.open(png) as im:
-        h = round(im.height * WIDTH_PX / im.width)
+        width = min(WIDTH_PX, im.width)
+        h = round(im.height * width / im.width)
         info = PngInfo()  # keep the stamp (study, commit, script): the README reads its commit from here
         for key in ("Title", "Description"):
             if key in im.info:
                 info.add_text(key, str(im.info[key]))
-        im.convert("RGB").resize((WIDTH_PX, h), Image.LANCZOS).save(out, optimize=True, pnginfo=info)
+        im.convert("RGB").resize((width, h), Image.LANCZOS).save(out, optimize=True, pnginfo=info)
 
 
 def _study_panels(study, target: str) -> dict:

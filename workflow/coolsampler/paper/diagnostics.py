@@ -26,6 +26,7 @@ from matplotlib.axes import Axes
 
 from coolsampler.paper import labels as L
 from coolsampler.paper import plotting as P
+from coolsampler.paper import style as S
 from coolsampler.paper.writers import markdown_page, to_markdown
 from coolsampler.results import analysis as A
 from coolsampler.results import diagnostics as D
@@ -227,7 +228,7 @@ def _has(metrics: pd.DataFrame, column: str) -> bool:
 
 
 def _not_logged(ax: Axes, why: str) -> None:
-    ax.text(0.5, 0.5, why, transform=ax.transAxes, ha="center", va="center", fontsize=8, color="#666666")
+    ax.text(0.5, 0.5, why, transform=ax.transAxes, ha="center", va="center", fontsize=S.TEXT_PT, color="#666666")
     ax.set_yticks([])
 
 
@@ -285,16 +286,24 @@ def _lead_strip(ax: Axes, table: pd.DataFrame, steps: int) -> None:
         colour = COLOURS[d.name]
         # the name above its row, inside the panel: tick labels this long would run into the next panel
         label = f"{d.label}, {d.condition()}" + ("" if d.robust else " (per step)")
-        ax.text(0.005, y + 0.12, label, transform=ax.get_yaxis_transform(), fontsize=6, va="bottom", color="#333333")
+        ax.text(
+            0.005,
+            y + 0.12,
+            label,
+            transform=ax.get_yaxis_transform(),
+            fontsize=S.SMALL_PT,
+            va="bottom",
+            color="#333333",
+        )
         if rows.empty or int(rows["logged_steps"].iloc[0]) == 0:
-            ax.text(steps, y, f"  {NOT_LOGGED}", va="center", ha="left", fontsize=6.5, color="#888888")
+            ax.text(steps, y, f"  {NOT_LOGGED}", va="center", ha="left", fontsize=S.SMALL_PT, color="#888888")
             continue
         crossed = rows["step"].dropna().astype(int)
         if len(crossed):
             ax.plot([crossed.min(), crossed.max()], [y, y], color=colour, lw=3.0, alpha=0.35, solid_capstyle="butt")
         chosen = rows[rows["chosen"]]["step"].iloc[0]
         if pd.isna(chosen):
-            ax.text(steps, y, f"  {NEVER}", va="center", ha="left", fontsize=6.5, color=colour)
+            ax.text(steps, y, f"  {NEVER}", va="center", ha="left", fontsize=S.SMALL_PT, color=colour)
         else:
             ax.plot([int(chosen)], [y], "o", color=colour, ms=5)
     ax.set_yticks([])
@@ -327,7 +336,11 @@ def run_diagnostics(
     key = str(settings.get("key", ""))
     state = status_text(status)
     notes = [] if status is None or status.complete else [f"run {state}"]
-    fig, ax = P.new_figure(11, 11.5, notes, nrows=4, ncols=2)
+    footnote = (
+        f"thin: per step; thick: trailing median of {D.ROBUST_WINDOW} steps (what the lead table reads); dashed:"
+        " thresholds (coolsampler.results.diagnostics); hollow triangles: values <= 0 or below a log axis's floor"
+    )
+    fig, ax = P.new_figure(11, 11.5, notes, nrows=4, ncols=2, caption=[footnote])
     steps = int(settings.get("steps", 0) or 0)
     has = metrics is not None and not metrics.empty
     if has:
@@ -423,7 +436,7 @@ def run_diagnostics(
         _onset(axis, onset)
         axis.set_xlim(0, steps)
         axis.set_xlabel("step")
-        axis.set_title(title, fontsize=8.5, loc="left")
+        axis.set_title(title, fontsize=S.TITLE_PT, loc="left")
     first = D.earliest(table).get(key, []) if onset is not None else []
     if onset is None:
         verdict = "no onset (stable under Section 2)"
@@ -433,16 +446,8 @@ def run_diagnostics(
     else:
         verdict = f"onset at step {onset}; no diagnostic crossed its threshold"
     colour = "#1a7f37" if status is not None and status.complete else "#b00000"
-    fig.suptitle(f"{key}  [{state}]\n{verdict}", fontsize=9, x=0.01, ha="left", color=colour)
+    fig.suptitle(f"{key}  [{state}]\n{verdict}", fontsize=S.TITLE_PT, x=0.01, ha="left", color=colour)
     fig.subplots_adjust(top=1.0 - 0.75 / fig.get_figheight(), hspace=0.55)
-    fig.text(
-        0.01,
-        0.05 / fig.get_figheight(),
-        f"thin: per step; thick: trailing median of {D.ROBUST_WINDOW} steps (what the lead table reads); dashed:"
-        " thresholds (coolsampler.results.diagnostics); hollow triangles: values <= 0 or below a log axis's floor",
-        fontsize=6,
-        color="#666666",
-    )
     P.figure_legend(fig, fig.axes)
     P.save(fig, outputs, provenance=provenance, title=f"{key}: staleness diagnostics")
     return fig

@@ -67,6 +67,7 @@ from matplotlib.axes import Axes
 
 from coolsampler.paper import labels as L
 from coolsampler.paper import plotting as P
+from coolsampler.paper import style as S
 from coolsampler.paper.tables import Panels, RunEntry
 from coolsampler.results.analysis import KL_EARLY_NAT, first_crossing, kl_step_for, validation, value_at
 from coolsampler.results.guard import frontier_arms, frontier_table, largest_safe_N
@@ -224,7 +225,7 @@ def _acc_panel(ax: Axes, entries: Sequence[RunEntry], title: str, **kw: Any) -> 
     P.accuracy_axis(ax)
     ax.set_xlim(0, _max_steps(entries))
     ax.set_xlabel("step")
-    ax.set_title(title, fontsize=9, loc="left")
+    ax.set_title(title, fontsize=S.TITLE_PT, loc="left")
 
 
 def kl_estimator(options: Options | None) -> tuple[str, str]:
@@ -235,12 +236,11 @@ def kl_estimator(options: Options | None) -> tuple[str, str]:
 KL_FLOOR_NOTE = "hollow triangles on the floor: values <= 0 (k1 of a batch can be negative) or below the axis floor"
 
 
-def kl_footnote(fig: Any, options: Options | None) -> None:
-    """Name the KL estimator, its verl source and the floor marker at the bottom left (the
-    provenance is bottom right)."""
+def kl_footnote(options: Options | None) -> str:
+    """The caption line that names the KL estimator, its verl source and the floor marker (drawn with
+    the panels' selection, above the provenance footer, so the two never share a line)."""
     estimator = str((options or {}).get("kl", "k1"))
-    text = f"{L.KL_SOURCE_NOTE[estimator]}; {KL_FLOOR_NOTE}"
-    fig.text(0.01, 0.05 / fig.get_figheight(), text, fontsize=6, color="#666666")
+    return f"{L.KL_SOURCE_NOTE[estimator]}; {KL_FLOOR_NOTE}"
 
 
 def log_panel(ax: Axes, entries: Sequence[RunEntry], column: str, *, reference: float = 1.0, **kw: Any) -> int:
@@ -260,7 +260,7 @@ def _kl_panel(ax: Axes, entries: Sequence[RunEntry], title: str, options: Option
     P.kl_axis(ax, label=label, limits=ax.get_ylim())
     ax.set_xlim(0, _max_steps(entries))
     ax.set_xlabel("step")
-    ax.set_title(title, fontsize=9, loc="left")
+    ax.set_title(title, fontsize=S.TITLE_PT, loc="left")
 
 
 def _save(
@@ -293,11 +293,11 @@ def fig1(
     ``titles``: a panel's title where its runs share no model or task to name it by (own logs)."""
     a, b = panels.get("a", []), panels.get("b", [])
     both = _unique_entries(panels, ["a", "b"])
-    fig, ax = P.new_figure(10, 3.6, L.availability_notes(both), ncols=2, caption=_caption(selection, ["a", "b"]))
+    caption = [*_caption(selection, ["a", "b"]), kl_footnote(options)]
+    fig, ax = P.new_figure(10, 3.6, L.availability_notes(both), ncols=2, caption=caption)
     titles = titles or {}
     _acc_panel(ax[0, 0], a, titles.get("a") or panel_title("a", a))
     _kl_panel(ax[0, 1], b, titles.get("b") or panel_title("b", b), options)
-    kl_footnote(fig, options)
     _save(fig, outputs, provenance, "Figure 1: finite safe staleness; cooling extends it", both)
 
 
@@ -367,7 +367,7 @@ def fig2(
             notes.append(f"{L.short_key(e[0])}: KL {v:.2g} <= 0 at step {step}, on the floor, not in the mean")
     lo, hi = P.log_limits([list(at_step.values())], reference=0.0, decades=4)
     height = max(2.0, 0.45 * len(order) + 1.0)
-    fig, ax = P.new_figure(10, height, notes, ncols=2, caption=_caption(selection, ["a"]))
+    fig, ax = P.new_figure(10, height, notes, ncols=2, caption=[*_caption(selection, ["a"]), kl_footnote(options)])
     axa, axb = ax[0, 0], ax[0, 1]
     ylabels = []
     for i, key in enumerate(order):
@@ -418,19 +418,18 @@ def fig2(
         if len(means) == 2:
             ratio = means[1.0] / means[0.8]
             # the ratio sits just right of the axes, clear of the dots whatever the KL range
-            axa.text(1.01, y, f"x{ratio:.1f}", transform=axa.get_yaxis_transform(), va="center", fontsize=8)
+            axa.text(1.01, y, f"x{ratio:.1f}", transform=axa.get_yaxis_transform(), va="center", fontsize=S.TEXT_PT)
     for a_ in (axa, axb):
         a_.set_yticks(range(len(order)))
         a_.set_ylim(-0.7, len(order) - 0.3)
-    axa.set_yticklabels(ylabels[::-1], fontsize=7)
+    axa.set_yticklabels(ylabels[::-1], fontsize=S.TEXT_PT)
     axb.set_yticklabels([])  # same rows as (a); the space between the panels holds (a)'s ratios
     axa.set_xscale("log")
     axa.set_xlim(lo, hi)
-    axa.set_xlabel(f"KL ({estimator}) at {fig2_step_text([k[2] for k in order])}, nats/token", fontsize=8)
-    axa.set_title("(a) first-cycle KL at a fixed step (ratio Tb 1 / Tb 0.8 at right)", fontsize=9, loc="left")
-    axb.set_xlabel("first step with KL > 0.1 nat (hollow: not before the refresh, drawn at it)", fontsize=8)
-    axb.set_title("(b) first crossing of 0.1 nat", fontsize=9, loc="left")
-    kl_footnote(fig, options)
+    axa.set_xlabel(f"KL ({estimator}) at {fig2_step_text([k[2] for k in order])}, nats/token", fontsize=S.TEXT_PT)
+    axa.set_title("(a) first-cycle KL (ratio Tb 1 / Tb 0.8 at right)", fontsize=S.TITLE_PT, loc="left")
+    axb.set_xlabel("first step with KL > 0.1 nat\n(hollow: not before the refresh, drawn at it)", fontsize=S.TEXT_PT)
+    axb.set_title("(b) first crossing of 0.1 nat", fontsize=S.TITLE_PT, loc="left")
     fig.subplots_adjust(left=0.16, wspace=0.12)
     _save(fig, outputs, provenance, "Figure 2: cooling lowers the learner-sampler mismatch", drawn)
 
@@ -494,9 +493,9 @@ def _mu_grpo_panel(ax: Axes, entries: Sequence[RunEntry], title: str) -> None:
     ax.set_ylim(0.0, max(top, 1e-3) * 1.1)
     ax.set_xlabel("step")
     ax.set_ylabel("fraction (responses vetoed / tokens clipped)")
-    ax.set_title(title, fontsize=9, loc="left")
+    ax.set_title(title, fontsize=S.TITLE_PT, loc="left")
     if not mu:
-        ax.text(0.5, 0.5, "no mu-GRPO run selected", transform=ax.transAxes, ha="center", fontsize=8)
+        ax.text(0.5, 0.5, "no mu-GRPO run selected", transform=ax.transAxes, ha="center", fontsize=S.TEXT_PT)
 
 
 def fig4(
@@ -510,11 +509,11 @@ def fig4(
     """Learning rate, mu-GRPO and cooling: (a) validation accuracy, (b) KL of the same runs,
     (c) mu-GRPO's veto and ratio-clip fractions."""
     e = panels.get("a", [])
-    fig, ax = P.new_figure(15, 3.8, L.availability_notes(e), ncols=3, caption=_caption(selection, ["a"]))
+    caption = [*_caption(selection, ["a"]), kl_footnote(options)]
+    fig, ax = P.new_figure(15, 3.8, L.availability_notes(e), ncols=3, caption=caption)
     _acc_panel(ax[0, 0], e, panel_title("a", e), correction=True)
     _kl_panel(ax[0, 1], e, panel_title("b", e), options, correction=True)
     _mu_grpo_panel(ax[0, 2], e, "(c) mu-GRPO: vetoed responses, clipped tokens")
-    kl_footnote(fig, options)
     fig.subplots_adjust(wspace=0.32)
     _save(fig, outputs, provenance, "Figure 4: lower learning rate, mu-GRPO and cooling", e)
 
@@ -629,7 +628,8 @@ def fig8(
 ) -> None:
     """Every run at N=144 (7B): six diagnostics, line style by seed, the cut replicate dash-dotted."""
     e = panels.get("a", [])
-    fig, ax = P.new_figure(12, 6.4, L.availability_notes(e), nrows=2, ncols=3, caption=_caption(selection, ["a"]))
+    caption = [*_caption(selection, ["a"]), kl_footnote(options)]
+    fig, ax = P.new_figure(12, 6.4, L.availability_notes(e), nrows=2, ncols=3, caption=caption)
     for k, (col, label) in enumerate(FIG8_COLUMNS):
         a_ = ax.flat[k]
         if col == "val_acc":
@@ -646,7 +646,6 @@ def fig8(
         a_.set_xlim(0, _max_steps(e))
         a_.set_xlabel("step")
         a_.set_ylabel(label)
-    kl_footnote(fig, options)
     _save(fig, outputs, provenance, "Figure 8: every run at refresh interval 144", e)
 
 
@@ -669,6 +668,10 @@ __all__ = [
 # The staleness guard against the fixed-N frontier (not a figure of the paper)
 
 _GUARD_MARKERS = ("*", "P", "X", "p", "h")  # one per guard arm; replayed schedules are diamonds
+# one colour per guard arm and for the replayed schedules, none of them a sampler temperature's: the
+# frontier (fixed N) keeps its Tb colour, so each arm reads apart from it by colour as well as marker
+_GUARD_COLOURS = ("#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf")
+_SCHEDULE_COLOUR = "#555555"
 FRONTIER_TITLE = "The staleness guard against the fixed-N frontier"
 
 
@@ -682,8 +685,9 @@ def guard_frontier(
 ) -> None:
     """Mean refresh interval (steps / refreshes, log axis) against (a) the fraction of runs that degrade
     and (b) the whole-run accuracy (the arm's mean, large; each run, small, by seed): the fixed-N arms
-    as a line (the frontier), each guard arm as its own star-like marker, the replayed schedules as
-    diamonds; per correction and sampler temperature (colour: Tb; dashed: no correction). The dotted
+    as a line in the Tb colour (the frontier; dashed: no correction), each guard arm in a colour and a
+    star-like marker of its own, the replayed schedules as grey diamonds; per correction and sampler
+    temperature. The dotted
     line is 1.5 x the largest fixed N none of whose runs degrade."""
     entries = panels.get("a", [])
     table = frontier_table(entries)
@@ -701,11 +705,13 @@ def guard_frontier(
             acc.plot(fixed["interval"], fixed["whole"], label=f"{name}: fixed N", **style)
             for _, r in fixed.iterrows():
                 deg.annotate(f"N={r['N']}", (r["interval"], r["degraded"]), textcoords="offset points",
-                             xytext=(3, 4), fontsize=6, color=colour)  # fmt: skip
+                             xytext=(3, 4), fontsize=S.SMALL_PT, color=colour)  # fmt: skip
         others = group[group["refresh"] != "fixed"].reset_index(drop=True)
         for i, r in others.iterrows():
-            marker = "D" if r["refresh"] == "schedule" else _GUARD_MARKERS[int(i) % len(_GUARD_MARKERS)]
-            style = {"color": colour, "marker": marker, "markersize": 6 if marker == "D" else 10, "linestyle": ""}
+            schedule = r["refresh"] == "schedule"
+            marker = "D" if schedule else _GUARD_MARKERS[int(i) % len(_GUARD_MARKERS)]
+            arm_colour = _SCHEDULE_COLOUR if schedule else _GUARD_COLOURS[int(i) % len(_GUARD_COLOURS)]
+            style = {"color": arm_colour, "marker": marker, "markersize": 6 if schedule else 10, "linestyle": ""}
             label = f"{name}: replayed schedules" if r["refresh"] == "schedule" else f"{name}: {r['arm']}"
             deg.plot([r["interval"]], [r["degraded"]], label=label, **style)
             acc.plot([r["interval"]], [r["whole"]], label=label, **style)
@@ -728,7 +734,7 @@ def guard_frontier(
         a.grid(alpha=0.3)
     deg.set_ylim(-0.05, 1.05)
     deg.set_ylabel("fraction of runs degraded")
-    deg.set_title(panel_title("a", entries, "degraded"), fontsize=9)
+    deg.set_title(panel_title("a", entries, "degraded"), fontsize=S.TITLE_PT)
     P.accuracy_axis(acc, label="whole-run accuracy")
-    acc.set_title(panel_title("b", entries, "accuracy: arm mean, each run small"), fontsize=9)
+    acc.set_title(panel_title("b", entries, "accuracy: arm mean, each run small"), fontsize=S.TITLE_PT)
     _save(fig, outputs, provenance, FRONTIER_TITLE, entries)

@@ -26,6 +26,7 @@ from matplotlib.colors import to_rgb
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
+from coolsampler.paper import style as S
 from coolsampler.paper.labels import DEFAULT_LR, tb_initial, tb_kind
 from coolsampler.results.analysis import KL_LEAD_NAT, nat_text
 from coolsampler.spec.provenance import Provenance
@@ -175,7 +176,7 @@ def kl_axis(
         textcoords="offset points",
         ha="left",
         va="bottom",
-        fontsize=7,
+        fontsize=S.SMALL_PT,
     )
     if limits is not None:
         ax.set_ylim(*limits)
@@ -195,7 +196,7 @@ def dedup_legend(ax: Axes, **kw: Any) -> None:
         if lab and not lab.startswith("_"):
             seen.setdefault(lab, h)
     if seen:
-        ax.legend(seen.values(), seen.keys(), fontsize=7, frameon=False, **kw)
+        ax.legend(seen.values(), seen.keys(), fontsize=S.SMALL_PT, frameon=False, **kw)
 
 
 # reference entries go last, in this order, after the runs and the seeds
@@ -203,11 +204,13 @@ _REFERENCE_LABELS = (ONE_NAT_LABEL, REFRESH_LABEL, FLOOR_LABEL)
 
 
 def figure_legend(fig: Figure, axes: Iterable[Axes], seeds: Iterable[Any] = ()) -> Any:
-    """One legend for the whole figure, to the right of every panel (never over data).
+    """One legend for the whole figure, in a band under the panels (never over data).
 
     Entries: each run label once (arms: colour and line style), then ``seed <s>`` (its marker), then
-    the reference lines (1 nat, refreshes, the floor marker). The figure is widened by the legend's
-    width so the panels keep their size.
+    the reference lines (1 nat, refreshes, the floor marker). The legend takes as many columns as the
+    figure's width holds; the figure grows in height by the band, never in width (``style``: a wider
+    figure would shrink its text in the docs column). What sits below the band (captions, notes) keeps
+    its place; the panels and whatever is above them move up.
     """
     runs: dict[str, Any] = {}
     refs: dict[str, Any] = {}
@@ -222,31 +225,80 @@ def figure_legend(fig: Figure, axes: Iterable[Axes], seeds: Iterable[Any] = ()) 
     entries.update({lab: refs[lab] for lab in _REFERENCE_LABELS if lab in refs})
     if not entries:
         return None
-    width, sp = fig.get_figwidth(), fig.subplotpars
-    legend = fig.legend(
-        list(entries.values()),
-        list(entries.keys()),
-        loc="upper left",
-        bbox_to_anchor=(sp.right, sp.top),
-        fontsize=7,
-        frameon=False,
-        borderaxespad=0.0,
-    )
+    width, height = fig.get_figwidth(), fig.get_figheight()
     renderer = FigureCanvasAgg(fig).get_renderer()
-    extra = legend.get_window_extent(renderer).width / fig.dpi + 0.25
-    left_in, right_in = sp.left * width, sp.right * width
-    fig.set_figwidth(width + extra)
-    fig.subplots_adjust(left=left_in / (width + extra), right=right_in / (width + extra))
-    legend.set_bbox_to_anchor((right_in / (width + extra) + 0.1 / (width + extra), sp.top), transform=fig.transFigure)
+    kw = {"fontsize": S.SMALL_PT, "frameon": False, "borderaxespad": 0.0, "columnspacing": 1.2}
+    ncol = len(entries)
+    while True:  # the most columns that fit the width
+        legend = fig.legend(list(entries.values()), list(entries.keys()), loc="upper center", ncol=ncol, **kw)
+        if ncol == 1 or legend.get_window_extent(renderer).width / fig.dpi <= width - 0.2:
+            break
+        legend.remove()
+        ncol -= 1
+    band = legend.get_window_extent(renderer).height / fig.dpi + 0.12
+    at = min(ax.get_position().y0 for ax in fig.axes) * height - _XLABEL_IN  # the band's bottom, inches
+    insert_band(fig, at, band)
+    total = fig.get_figheight()
+    legend.set_bbox_to_anchor((0.5, (at + band - 0.06) / total), transform=fig.transFigure)
     return legend
+
+
+def insert_band(fig: Figure, at_in: float, band_in: float) -> None:
+    """Grow ``fig`` by ``band_in`` inches of empty space at height ``at_in`` (inches from the bottom):
+    panels and figure texts above it move up, those below keep their place, nothing changes size."""
+    height = fig.get_figheight()
+    total = height + band_in
+    for ax in fig.axes:
+        pos = ax.get_position()
+        y0 = pos.y0 * height
+        ax.set_position([pos.x0, (y0 + band_in if y0 >= at_in else y0) / total, pos.width, pos.height * height / total])
+    for text in fig.texts:
+        x, y = text.get_position()
+        y_in = y * height
+        text.set_position((x, (y_in + band_in if y_in > at_in else y_in) / total))
+    anchors = []
+    for legend in fig.legends:  # a figure legend is anchored at a point of the figure (figure_legend)
+        box = legend.get_bbox_to_anchor()
+        x, y_in = box.x0 / fig.bbox.width, box.y0 / fig.dpi
+        anchors.append((legend, x, (y_in + band_in if y_in > at_in else y_in) / total))
+    fig.set_figheight(total)
+    for legend, x, y in anchors:
+        legend.set_bbox_to_anchor((x, y), transform=fig.transFigure)
+
+
+def wrap_titles(fig: Figure) -> None:
+    """Break every panel title wider than its panel into lines that fit, and grow the figure at the top
+    by the lines added (``style``: the text keeps its size; a narrower figure means more lines)."""
+    renderer = FigureCanvasAgg(fig).get_renderer()
+    added = 0
+    for ax in fig.axes:
+        for title in (ax.title, ax._left_title, ax._right_title):  # set_title(loc=...) fills one of three
+            text = title.get_text()
+            if not text or "\n" in text:
+                continue
+            wide = title.get_window_extent(renderer).width
+            room = ax.get_window_extent(renderer).width
+            if wide <= room:
+                continue
+            lines = textwrap.wrap(text, width=max(12, int(len(text) * room / wide) - 1), break_on_hyphens=False)
+            title.set_text("\n".join(lines))
+            added = max(added, len(lines) - 1)
+    if added:
+        top = max(ax.get_position().y1 for ax in fig.axes) * fig.get_figheight()
+        insert_band(fig, top, added * 1.25 * S.TITLE_PT / 72.0)
 
 
 # --------------------------------------------------------------------------------------------------
 # Figure, notes, provenance
 
-FOOTER_IN = 0.22  # inches reserved for the stamp
-NOTE_LINE_IN = 0.15  # inches per line of the missing/unfinished note
-NOTE_WRAP = 150  # characters per note line at full width
+FOOTER_IN = 0.26  # inches reserved for the stamp
+NOTE_LINE_IN = 1.4 * S.SMALL_PT / 72.0  # inches per line of the caption and the missing/unfinished note
+_XLABEL_IN = 0.5  # inches under the lowest panels for their tick labels and x label
+
+
+def _wrap_width(width_in: float) -> int:
+    """Characters of a caption or note line: as many as the figure's width holds (monospace)."""
+    return max(40, int((width_in - 0.2) * S.MONO_CHARS_PER_IN))
 
 
 def note_lines(notes: Sequence[str], width_in: float) -> list[str]:
@@ -255,16 +307,14 @@ def note_lines(notes: Sequence[str], width_in: float) -> list[str]:
         return []
     text = "runs missing/unfinished: " + "; ".join(notes)
     # never break inside a run key (keys hold hyphens: '2e-6'), so a note can be searched for a key
-    width = max(40, int(NOTE_WRAP * width_in / 12.0))
-    return textwrap.wrap(text, width=width, break_on_hyphens=False, break_long_words=False)
+    return textwrap.wrap(text, width=_wrap_width(width_in), break_on_hyphens=False, break_long_words=False)
 
 
 def caption_lines(caption: Sequence[str], width_in: float) -> list[str]:
     """Caption lines (the selection each panel uses) wrapped to the figure width."""
-    width = max(40, int(NOTE_WRAP * width_in / 12.0))
     out: list[str] = []
     for line in caption:
-        out += textwrap.wrap(line, width=width, break_on_hyphens=False, break_long_words=False)
+        out += textwrap.wrap(line, width=_wrap_width(width_in), break_on_hyphens=False, break_long_words=False)
     return out
 
 
@@ -282,21 +332,29 @@ def new_figure(
     missing-runs note (red) and the provenance footer.
 
     ``height`` is the height of the plotting area; the figure grows by the caption, the note and the
-    footer, so a long list of missing runs never overprints the data.
+    footer, so a long list of missing runs never overprints the data. ``width`` is capped at
+    ``style.MAX_WIDTH_IN`` (wider, the text would shrink below legibility in the docs column); tick and
+    axis labels take ``style.TEXT_PT``.
     """
+    width = min(width, S.MAX_WIDTH_IN)
     lines = note_lines(notes, width)
     cap = caption_lines(caption, width)
     extra = FOOTER_IN + NOTE_LINE_IN * (len(lines) + len(cap)) + (0.1 if lines or cap else 0.0)
     total = height + extra
     fig = Figure(figsize=(width, total))
     axes = fig.subplots(nrows, ncols, squeeze=False, **subplot_kw)
-    bottom = (extra + 0.45) / total
-    fig.subplots_adjust(left=0.08, right=0.98, top=1.0 - 0.35 / total, bottom=bottom, hspace=0.45, wspace=0.28)
+    bottom = (extra + _XLABEL_IN) / total
+    fig.subplots_adjust(left=0.09, right=0.98, top=1.0 - 0.35 / total, bottom=bottom, hspace=0.5, wspace=0.3)
+    for ax in axes.flat:
+        ax.tick_params(labelsize=S.TEXT_PT)
+        ax.xaxis.label.set_size(S.TEXT_PT)
+        ax.yaxis.label.set_size(S.TEXT_PT)
+        ax.title.set_size(S.TITLE_PT)
     if lines:
         note(fig, lines, y_in=FOOTER_IN + NOTE_LINE_IN * len(lines))
     if cap:
         y = (FOOTER_IN + NOTE_LINE_IN * (len(lines) + len(cap))) / total
-        fig.text(0.01, y, "\n".join(cap), color="#444444", fontsize=6.5, va="top", ha="left", family="monospace")
+        fig.text(0.01, y, "\n".join(cap), color="#444444", fontsize=S.SMALL_PT, va="top", ha="left", family=S.MONO)
     return fig, axes
 
 
@@ -306,7 +364,7 @@ def note(fig: Figure, lines: Sequence[str], *, y_in: float | None = None) -> Non
         return
     h = fig.get_figheight()
     y = (y_in if y_in is not None else FOOTER_IN + NOTE_LINE_IN * len(lines)) / h
-    fig.text(0.01, y, "\n".join(lines), color="#b00000", fontsize=6.5, va="top", ha="left", family="monospace")
+    fig.text(0.01, y, "\n".join(lines), color="#b00000", fontsize=S.SMALL_PT, va="top", ha="left", family=S.MONO)
 
 
 SYNTHETIC_MARK = "SYNTHETIC \u2014 not a result"
@@ -318,7 +376,13 @@ def stamp(fig: Figure, provenance: Provenance) -> dict[str, str]:
     synthetic data (``provenance.synthetic``) also gets ``SYNTHETIC_MARK`` across it, so the image
     cannot be read as a result wherever it is shown (artist gid ``SYNTHETIC_GID``)."""
     fig.text(
-        0.99, 0.05 / fig.get_figheight(), provenance.footer(), fontsize=6, color="#666666", ha="right", va="bottom"
+        0.99,
+        0.05 / fig.get_figheight(),
+        provenance.footer(),
+        fontsize=S.SMALL_PT,
+        color="#666666",
+        ha="right",
+        va="bottom",
     )
     if provenance.synthetic:
         fig.text(
@@ -334,6 +398,7 @@ def save(fig: Figure, outputs: Iterable[str | Path], *, provenance: Provenance, 
     The PDF's CreationDate is dropped so re-rendering the same data gives the same bytes apart from
     the provenance, which keeps Snakemake reruns and diffs quiet.
     """
+    wrap_titles(fig)
     meta = stamp(fig, provenance)
     for out in outputs:
         out = Path(out)
@@ -342,7 +407,7 @@ def save(fig: Figure, outputs: Iterable[str | Path], *, provenance: Provenance, 
         if suffix == ".pdf":
             fig.savefig(out, format="pdf", metadata={"Title": title, **meta, "CreationDate": None})
         elif suffix == ".png":
-            fig.savefig(out, format="png", dpi=130, metadata={"Title": title, "Description": meta["Keywords"]})
+            fig.savefig(out, format="png", dpi=S.DPI, metadata={"Title": title, "Description": meta["Keywords"]})
         else:
             fig.savefig(out)
 
@@ -363,6 +428,7 @@ __all__ = [
     "figure_legend",
     "kl_axis",
     "log_limits",
+    "insert_band",
     "mark_floor",
     "new_figure",
     "note",
@@ -373,4 +439,5 @@ __all__ = [
     "seed_marker",
     "stamp",
     "tb_colour",
+    "wrap_titles",
 ]

@@ -100,6 +100,7 @@ def run_curves(
     the floor, marked), entropy; the title says the run's status. Returns the figure."""
     from coolsampler.paper import figures as F
     from coolsampler.paper import plotting as P
+    from coolsampler.paper import style as S
 
     entry = [(dict(settings), metrics, status)]
     state = status_text(status)
@@ -127,7 +128,7 @@ def run_curves(
     )
     key = str(settings.get("key", ""))
     colour = "#1a7f37" if status is not None and status.complete else "#b00000"
-    fig.suptitle(f"{key}  [{state}]", fontsize=9, x=0.01, ha="left", color=colour)
+    fig.suptitle(f"{key}  [{state}]", fontsize=S.TITLE_PT, x=0.01, ha="left", color=colour)
     fig.subplots_adjust(top=0.84)
     arm = L.run_label(settings, seed=False)  # one run: its arm label says nothing the title does not
     for a in (a0, a1, a2):
