@@ -8,7 +8,9 @@ Chromium (``chromium``, ``chromium-browser`` or ``google-chrome`` on PATH, or ``
 
 - the document's ``scrollWidth`` where it exceeds the window (the page scrolls sideways);
 - every code block (``pre``) and table whose content is wider than its box (cut at the right edge,
-  or hidden behind a scroll bar).
+  or hidden behind a scroll bar);
+- every image shown narrower than ``coolsampler.paper.style.DOCS_WIDTH_PX`` while its file is wider: the
+  figures' font sizes assume that column width (their text would render under 9 px).
 
 It measures with a copy of each page that runs a small script writing the measurements into the DOM,
 read back with ``--dump-dom``; the screenshots (``OUT/png/<page>.png``, full page height) are taken of
@@ -27,6 +29,9 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "workflow"))
+from coolsampler.paper.style import DOCS_WIDTH_PX  # noqa: E402  (the checkout's package, installed or not)
+
 MARK = "site-width-measure"
 SCRIPT = """
 <script>
@@ -40,6 +45,8 @@ window.addEventListener("load", () => {
       out.cut.push({tag: el.tagName.toLowerCase(), over: el.scrollWidth - el.clientWidth, text: text.slice(0, 80)});
     }
   }
+  out.images = [...document.querySelectorAll(".md-content img")].map(i =>
+    ({src: i.getAttribute("src"), shown: i.clientWidth, natural: i.naturalWidth}));
   const div = document.createElement("div");
   div.id = "MARK";
   div.textContent = JSON.stringify(out);
@@ -90,6 +97,15 @@ def measure(browser: str, page: Path, width: int) -> dict:
     return json.loads(html.unescape(text))
 
 
+def narrow_images(m: dict) -> list[str]:
+    """Images shown narrower than the column the figures' font sizes assume, though their files are wider."""
+    return [
+        f"image {i['src']} shown {i['shown']} px wide (< {DOCS_WIDTH_PX}): its text renders under 9 px"
+        for i in m.get("images", [])
+        if i["natural"] > i["shown"] and i["shown"] < DOCS_WIDTH_PX - 1
+    ]
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--width", type=int, default=1280)
@@ -110,6 +126,7 @@ def main(argv: list[str] | None = None) -> int:
         if m["scrollWidth"] > args.width:
             problems.append(f"document {m['scrollWidth']} px wide")
         problems += [f"{c['tag']} cut by {c['over']} px: {c['text']!r}" for c in m["cut"]]
+        problems += narrow_images(m) if args.width >= 1280 else []  # the column the figures assume
         bad += bool(problems)
         print(f"{'OVERFLOW' if problems else 'ok'}  {name}  ({m['scrollWidth']} x {m['height']} px)")
         for p in problems:
