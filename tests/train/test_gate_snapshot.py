@@ -1,73 +1,55 @@
-"""The staleness gate's host snapshot (patches 0001 and 0004), on the actor worker's own methods
-without the stack: allocated once in the sampler's dtype, overwritten in place at each refresh, split
-between the actor ranks (one copy per node, not one per rank), pushed back with each tensor broadcast
-by the rank that keeps it, and read back from a checkpoint into the same buffers; each rank writes its
-share before the actor's save can delete the previous checkpoint, and a resume inside a cycle without
-every share fails on every rank before any collective.
+"""The staleness gate's host snapshot (coolsampler.worker.snapshot.SamplerSnapshot, which patches 0001 and
+0004 call), without the stack: allocated once in the sampler's dtype, overwritten in place at each
+refresh, split between the actor ranks (one copy per node, not one per rank), pushed back with each tensor
+broadcast by the rank that keeps it, and read back from a checkpoint into the same buffers; each rank
+writes its share before the actor's save can delete the previous checkpoint, and a resume inside a cycle
+without every share fails on every rank before any collective. Inside a cycle is the refresh gate's
+state saved with the checkpoint, not ``step mod N``: a guard refreshes off the N grid.
 
-The two-rank tests run two real processes over gloo (forked, so verl is imported once)."""
+The two-rank tests run two real processes over gloo (forked)."""
 
 from __future__ import annotations
 
+import json
 import multiprocessing as mp
 import os
 import traceback
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 import torch
-from omegaconf import OmegaConf
-from verl.workers.engine_workers import ActorRolloutRefWorker
 
-W = ActorRolloutRefWorker
-
-
-class _Worker(SimpleNamespace):
-    """The attributes the checkpoint and push methods read, with the worker's own helpers bound; the
-    FSDP actor's save and load only record what they found on disk when called."""
-
-    SAMPLER_SNAPSHOT = W.SAMPLER_SNAPSHOT
-    _snapshot_group = W._snapshot_group
-    _snapshot_to_restore = W._snapshot_to_restore
-    _save_sampler_snapshot = W._save_sampler_snapshot
-    _through_sampler_snapshot = W._through_sampler_snapshot
-    _from_sampler_snapshot = W._from_sampler_snapshot
+from coolsampler.worker.refresh import GATE_FILE
+from coolsampler.worker.snapshot import SamplerSnapshot
 
 
-def _worker(dtype: str, rank: int = 0, refresh_interval: int = 1, calls: list | None = None) -> _Worker:
-    calls = [] if calls is None else calls
-
-    def listing(path: str) -> list[str]:
-        return sorted(os.listdir(path)) if os.path.isdir(path) else []
-
-    return _Worker(
-        config=OmegaConf.create({"rollout": {"dtype": dtype, "custom": {"refresh_interval": refresh_interval}}}),
-        rank=rank,
-        role="actor_rollout_ref",
-        actor=SimpleNamespace(
-            load_checkpoint=lambda path, *a, **k: calls.append(("load", rank, listing(path))),
-            save_checkpoint=lambda path, *a, **k: calls.append(("save", rank, listing(path))),
-        ),
-    )
+def _snap(dtype: str, rank: int | None = None, world: int | None = None) -> SamplerSnapshot:
+    return SamplerSnapshot(dtype, "cpu", rank=rank, world=world)  # the cpu platform's push device
 
 
-def _refresh(worker, weights: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+def _refresh(snap: SamplerSnapshot, weights: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     """What the sampler is given at a refresh (the generator the engine consumes)."""
-    return dict(worker._through_sampler_snapshot(iter(weights.items())))
+    return dict(snap.through(iter(weights.items())))
 
 
-def _stale(worker) -> dict[str, torch.Tensor]:
+def _stale(snap: SamplerSnapshot) -> dict[str, torch.Tensor]:
     """What the sampler is given when the stale sampler is pushed back."""
-    return dict(worker._from_sampler_snapshot())
+    return dict(snap.replay())
 
 
-@pytest.fixture(autouse=True)
-def _on_cpu(monkeypatch):
-    """The push's device is verl's accelerator; here, as on the cpu platform, the CPU."""
-    from verl.workers import engine_workers
+def _resume(snap: SamplerSnapshot, actor_dir: Path, refresh_interval: int) -> str | None:
+    """What the patched load_checkpoint does with the snapshot: check first, then (after the actor's own
+    load) read this rank's share."""
+    share = snap.needed(actor_dir, refresh_interval)
+    if share:
+        snap.restore(share)
+    return share
 
-    monkeypatch.setattr(engine_workers, "get_device_name", lambda: "cpu")
+
+def _gate(step_dir: Path, sampler_version: int) -> None:
+    """The refresh gate's state as the driver saves it with a checkpoint (coolsampler.worker.refresh)."""
+    step_dir.mkdir(parents=True, exist_ok=True)
+    (step_dir / GATE_FILE).write_text(json.dumps({"state": {"sampler_version": sampler_version}}))
 
 
 def _master(seed: int) -> dict[str, torch.Tensor]:
@@ -82,11 +64,11 @@ def _master(seed: int) -> dict[str, torch.Tensor]:
 
 
 def test_bf16_snapshot_is_allocated_once_and_updated_in_place():
-    worker = _worker("bfloat16")  # the gpu platform's rollout dtype
+    snap = _snap("bfloat16")  # the gpu platform's rollout dtype
     first = _master(0)
-    given = _refresh(worker, first)
-    snap = worker._sampler_snapshot
-    assert {n: t.dtype for n, t in snap.items()} == {
+    given = _refresh(snap, first)
+    kept = snap.tensors
+    assert {n: t.dtype for n, t in kept.items()} == {
         "embed": torch.bfloat16,
         "w": torch.bfloat16,
         "b": torch.bfloat16,
@@ -94,61 +76,88 @@ def test_bf16_snapshot_is_allocated_once_and_updated_in_place():
         "idx": torch.int64,
     }
     for name, t in first.items():
-        assert torch.equal(snap[name], t.to(snap[name].dtype))
-        assert torch.equal(given[name], snap[name])  # the sampler gets exactly the snapshot
-    storage = {n: t.untyped_storage().data_ptr() for n, t in snap.items()}
+        assert torch.equal(kept[name], t.to(kept[name].dtype))
+        assert torch.equal(given[name], kept[name])  # the sampler gets exactly the snapshot
+    storage = {n: t.untyped_storage().data_ptr() for n, t in kept.items()}
 
     second = _master(1)
-    _refresh(worker, second)
-    assert worker._sampler_snapshot is snap
-    assert {n: t.untyped_storage().data_ptr() for n, t in snap.items()} == storage
-    assert torch.equal(snap["w"], second["w"].to(torch.bfloat16))
-    assert {n: torch.equal(t, snap[n]) for n, t in _stale(worker).items()} == dict.fromkeys(first, True)
+    _refresh(snap, second)
+    assert snap.tensors is kept
+    assert {n: t.untyped_storage().data_ptr() for n, t in kept.items()} == storage
+    assert torch.equal(kept["w"], second["w"].to(torch.bfloat16))
+    assert {n: torch.equal(t, kept[n]) for n, t in _stale(snap).items()} == dict.fromkeys(first, True)
 
 
 def test_fp32_snapshot_on_the_cpu_stack_is_exact():
-    worker = _worker("float32")  # the cpu platform's rollout dtype
+    snap = _snap("float32")  # the cpu platform's rollout dtype
     weights = _master(2)
-    _refresh(worker, weights)
+    _refresh(snap, weights)
     for name, t in weights.items():
-        assert worker._sampler_snapshot[name].dtype == t.dtype
-        assert torch.equal(worker._sampler_snapshot[name], t)
+        assert snap.tensors[name].dtype == t.dtype
+        assert torch.equal(snap.tensors[name], t)
+
+
+def test_a_push_says_which_step_it_acted_on(capsys):
+    """Every rank prints the refresh it pushed (the two-rank rehearsal compares the ranks' lines)."""
+    dict(_snap("float32", 1, 2).through(iter(_master(0).items()), step=12))
+    assert "staleness gate: rank 1 pushed the weights of step 12" in capsys.readouterr().out
+
+
+def test_nothing_to_push_back_before_a_refresh_or_a_checkpoint():
+    with pytest.raises(RuntimeError, match="no sampler snapshot to restore"):
+        _stale(_snap("float32"))
 
 
 def test_checkpoint_round_trip_reads_back_into_the_same_buffers(tmp_path):
-    worker = _worker("bfloat16")
-    _refresh(worker, _master(3))
-    W.save_checkpoint(worker, str(tmp_path))
+    snap = _snap("bfloat16")
+    _snap("bfloat16").save(tmp_path / "never")  # before any refresh: nothing to write
+    assert not (tmp_path / "never").exists()
+    _refresh(snap, _master(3))
+    snap.save(tmp_path)
     assert sorted(os.listdir(tmp_path)) == ["sampler_snapshot_world_size_1_rank_0.pt"]
-    saved = {n: t.clone() for n, t in worker._sampler_snapshot.items()}
-    storage = {n: t.untyped_storage().data_ptr() for n, t in worker._sampler_snapshot.items()}
-    _refresh(worker, _master(4))  # the learner moves on; the checkpoint holds the older sampler
-    W.load_checkpoint(worker, str(tmp_path))
-    assert {n: t.untyped_storage().data_ptr() for n, t in worker._sampler_snapshot.items()} == storage
+    saved = {n: t.clone() for n, t in snap.tensors.items()}
+    storage = {n: t.untyped_storage().data_ptr() for n, t in snap.tensors.items()}
+    _refresh(snap, _master(4))  # the learner moves on; the checkpoint holds the older sampler
+    _resume(snap, tmp_path, 1)
+    assert {n: t.untyped_storage().data_ptr() for n, t in snap.tensors.items()} == storage
     for name, t in saved.items():
-        assert torch.equal(worker._sampler_snapshot[name], t)
+        assert torch.equal(snap.tensors[name], t)
 
-    fresh = _worker("bfloat16")  # a restarted run: no snapshot until the checkpoint is read
-    W.load_checkpoint(fresh, str(tmp_path))
+    fresh = _snap("bfloat16")  # a restarted run: no snapshot until the checkpoint is read
+    _resume(fresh, tmp_path, 1)
     pushed = _stale(fresh)
     assert list(pushed) == list(saved)  # the push order is the first refresh's
     for name, t in saved.items():
-        assert torch.equal(fresh._sampler_snapshot[name], t) and torch.equal(pushed[name], t)
+        assert torch.equal(fresh.tensors[name], t) and torch.equal(pushed[name], t)
 
 
 def test_resuming_inside_a_cycle_without_the_snapshot_fails_at_once_naming_it(tmp_path):
-    calls: list = []
-    inside = tmp_path / "global_step_6" / "actor"  # 6 % 4 != 0: the sampler is 2 steps stale
+    inside = tmp_path / "global_step_6" / "actor"  # a checkpoint older than the gate's file: 6 % 4 != 0
     inside.mkdir(parents=True)
     with pytest.raises(FileNotFoundError, match=r"global_step_6/actor/sampler_snapshot_world_size_1_rank_0\.pt"):
-        W.load_checkpoint(_worker("bfloat16", 0, 4, calls), str(inside))
-    assert calls == []  # before the FSDP load and its collectives
+        _resume(_snap("bfloat16"), inside, 4)
 
     at_refresh = tmp_path / "global_step_8" / "actor"  # 8 % 4 == 0: the sampler is fresh, nothing to restore
     at_refresh.mkdir(parents=True)
-    fresh = _worker("bfloat16", 0, 4, calls)
-    W.load_checkpoint(fresh, str(at_refresh))
-    assert calls == [("load", 0, [])] and getattr(fresh, "_sampler_snapshot", None) is None
+    fresh = _snap("bfloat16")
+    assert _resume(fresh, at_refresh, 4) is None and fresh.empty
+
+
+def test_the_gate_state_decides_not_the_step_mod_n(tmp_path):
+    """A guard run refreshed at step 3 (off the N = 4 grid) and checkpointed there: its sampler is fresh,
+    so a checkpoint without the snapshot resumes (step mod N would refuse it); checkpointed at step 8
+    with its last refresh at 5, the sampler is stale although 8 % 4 == 0, and the snapshot is required."""
+    fired = tmp_path / "global_step_3"
+    _gate(fired, sampler_version=3)
+    (fired / "actor").mkdir()
+    snap = _snap("float32")
+    assert _resume(snap, fired / "actor", 4) is None and snap.empty
+
+    stale = tmp_path / "global_step_8"
+    _gate(stale, sampler_version=5)
+    (stale / "actor").mkdir()
+    with pytest.raises(FileNotFoundError, match=r"resuming at step 8 needs the stale sampler"):
+        _resume(_snap("float32"), stale / "actor", 4)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -186,35 +195,34 @@ def _two_ranks(body, tmp_path: Path, *args) -> None:
 
 
 def _split_save_push_resume(rank: int, tmp: Path) -> None:
-    calls: list = []
-    worker = _worker("bfloat16", rank, refresh_interval=4, calls=calls)
+    snap = _snap("bfloat16")  # rank and world from the process group, as on the stack
+    assert (snap.rank, snap.world) == (rank, 2)
     first = _master(5)
-    given = _refresh(worker, first)
+    given = _refresh(snap, first)
     want = {n: t.to(torch.bfloat16) if t.is_floating_point() else t for n, t in first.items()}
     assert {n: torch.equal(given[n], want[n]) for n in want} == dict.fromkeys(want, True)  # every rank pushes all
     # each tensor is kept by exactly one rank, balanced by size: one copy between the two
-    mine = {n: t.clone() for n, t in worker._sampler_snapshot.items()}
+    mine = {n: t.clone() for n, t in snap.tensors.items()}
     torch.save(mine, tmp / f"kept_{rank}.pt")
     torch.distributed.barrier()
     other = torch.load(tmp / f"kept_{1 - rank}.pt")
     assert not set(mine) & set(other) and set(mine) | set(other) == set(first)
     # the stale sampler pushed back: every rank gets every tensor, in the first refresh's order
-    stale = _stale(worker)
+    stale = _stale(snap)
     assert list(stale) == list(first) and all(torch.equal(stale[n], want[n]) for n in want)
 
-    # a checkpoint inside the cycle: every rank writes its share before its actor save begins
+    # a checkpoint inside the cycle: every rank writes its share, atomically
     ckpt = tmp / "global_step_6" / "actor"
-    W.save_checkpoint(worker, str(ckpt))
-    assert calls[0][:2] == ("save", rank)
-    assert f"sampler_snapshot_world_size_2_rank_{rank}.pt" in calls[0][2]
-    assert not [f for f in calls[0][2] if f.endswith(".tmp")]
-    _refresh(worker, _master(6))  # the learner moves on
+    snap.save(ckpt)
+    assert os.path.exists(ckpt / f"sampler_snapshot_world_size_2_rank_{rank}.pt")
+    _refresh(snap, _master(6))  # the learner moves on
     torch.distributed.barrier()
+    assert not [f for f in os.listdir(ckpt) if f.endswith(".tmp")]
 
     # a restarted run (no snapshot in memory) resumes from the checkpoint and pushes the stale sampler
-    fresh = _worker("bfloat16", rank, refresh_interval=4, calls=calls)
-    W.load_checkpoint(fresh, str(ckpt))
-    assert set(fresh._sampler_snapshot) == set(mine)
+    fresh = _snap("bfloat16")
+    _resume(fresh, ckpt, 4)
+    assert set(fresh.tensors) == set(mine)
     restored = _stale(fresh)
     assert list(restored) == list(first) and all(torch.equal(restored[n], want[n]) for n in want)
 
@@ -226,18 +234,16 @@ def test_two_ranks_keep_one_copy_between_them_and_push_it_back_whole(tmp_path):
 
 
 def _resume_without_one_share(rank: int, tmp: Path) -> None:
-    worker = _worker("bfloat16", rank, refresh_interval=4)
-    _refresh(worker, _master(7))
+    snap = _snap("bfloat16")
+    _refresh(snap, _master(7))
     ckpt = tmp / "global_step_6" / "actor"
-    W.save_checkpoint(worker, str(ckpt))
+    snap.save(ckpt)
     torch.distributed.barrier()
     if rank == 0:
         (ckpt / "sampler_snapshot_world_size_2_rank_1.pt").unlink()
     torch.distributed.barrier()
-    calls: list = []
     with pytest.raises(FileNotFoundError, match=r"missing: \S*sampler_snapshot_world_size_2_rank_1\.pt"):
-        W.load_checkpoint(_worker("bfloat16", rank, 4, calls), str(ckpt))
-    assert calls == []  # both ranks refuse before the FSDP load: neither waits for the other
+        _snap("bfloat16").needed(ckpt, 4)  # both ranks refuse before any collective: neither waits
 
 
 def test_a_missing_share_fails_every_rank_before_any_collective(tmp_path):
@@ -251,10 +257,19 @@ def test_the_split_is_balanced_by_size():
     layout_src = {"embed": torch.empty(1000), **layout_src}
     sizes = []
     for rank in range(4):
-        worker = _worker("float32", rank)
-        worker._snapshot_group = lambda r=rank: (r, 4)
-        _refresh(worker, layout_src)
-        sizes.append(sum(t.numel() for t in worker._sampler_snapshot.values()))
+        snap = _snap("float32", rank, 4)
+        _refresh(snap, layout_src)
+        sizes.append(sum(t.numel() for t in snap.tensors.values()))
     assert sum(sizes) == sum(t.numel() for t in layout_src.values())
     assert max(sizes) == 1000  # the embedding alone; the layers spread over the other three
     assert max(sizes[1:]) - min(sizes[1:]) <= 170
+
+
+def test_the_patches_only_call_the_snapshot():
+    """The patches hold no snapshot logic of their own, and no ``step mod N`` decides a resume."""
+    patches = Path(__file__).resolve().parents[2] / "patches" / "verl"
+    text = "".join(p.read_text() for p in sorted(patches.glob("*.patch")))
+    added = "\n".join(line for line in text.splitlines() if line.startswith("+"))
+    for gone in ("_through_sampler_snapshot", "_from_sampler_snapshot", "SAMPLER_SNAPSHOT", "mmap=True", "% n"):
+        assert gone not in added, gone
+    assert "self._stale_sampler().needed(" in added and "self._stale_sampler().restore(" in added

@@ -136,13 +136,13 @@ def test_a_missing_or_non_finite_signal_is_no_reading():
 def test_a_checkpoint_is_inside_a_cycle_where_the_gates_state_says_so(tmp_path):
     """Which checkpoints must hold the stale sampler's snapshot (coolsampler.worker.checkpoint_files):
     a guard's, where its sampler is older than the step; without the gate's file, step mod N."""
-    from coolsampler.worker.checkpoint_files import _inside_cycle
+    from coolsampler.worker.checkpoint_files import stale_at
 
     gate = make_gate(4, GUARD)
     for t in range(1, 5):
         gate.decide(t, SIGNAL[t])  # fires at 3; 4 is inside the new cycle
         refresh.save(gate, tmp_path / f"global_step_{t}")
-    assert [_inside_cycle(tmp_path / f"global_step_{t}", t, 4) for t in range(1, 5)] == [True, True, False, True]
-    assert [_inside_cycle(tmp_path / "none", t, 4) for t in (3, 4)] == [True, False]
+    assert [stale_at(tmp_path / f"global_step_{t}", t, 4) for t in range(1, 5)] == [True, True, False, True]
+    assert [stale_at(tmp_path / "none", t, 4) for t in (3, 4)] == [True, False]
     (tmp_path / "global_step_4" / refresh.GATE_FILE).write_text("{")
-    assert _inside_cycle(tmp_path / "global_step_4", 4, 4)
+    assert stale_at(tmp_path / "global_step_4", 4, 4)

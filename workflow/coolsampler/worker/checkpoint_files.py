@@ -31,7 +31,7 @@ from coolsampler.worker.refresh import GATE_FILE
 
 TRACKER = "latest_checkpointed_iteration.txt"  # verl writes it last, after data.pt
 SHARD_KINDS = ("model", "optim", "extra_state")  # verl's FSDP checkpoint contents (save_contents default)
-SNAPSHOT_SHARE = "sampler_snapshot_world_size_{world}_rank_{rank}.pt"  # patch 0004
+SNAPSHOT_SHARE = "sampler_snapshot_world_size_{world}_rank_{rank}.pt"  # coolsampler.worker.snapshot writes it
 STEP_DIR = re.compile(r"global_step_(\d+)")
 _ZIP_END = b"PK\x05\x06"  # a zip archive's end-of-central-directory record, written last
 _ZIP_TAIL = 22 + 65535  # that record and the longest comment it may carry
@@ -80,11 +80,13 @@ def _whole_zip(path: Path) -> bool:
         return False
 
 
-def _inside_cycle(step_dir: Path, step: int, refresh_interval: int) -> bool:
-    """Whether the sampler was stale at this checkpoint: the refresh gate's state says so where the
-    checkpoint holds it (a guard or a schedule refreshes off the N grid), else ``step mod N``; an
-    unreadable state demands the snapshot."""
-    gate = step_dir / GATE_FILE
+def stale_at(step_dir: str | Path, step: int, refresh_interval: int) -> bool:
+    """Whether the sampler was stale at the checkpoint of ``step``, so that the checkpoint must hold its
+    snapshot: the refresh gate's state says so where the checkpoint holds it (a guard or a schedule
+    refreshes off the N grid: its sampler version is not the step), else, for a checkpoint older than
+    that file, ``step mod N``; an unreadable state demands the snapshot. The one rule for the job's
+    completeness check (``incomplete``) and the worker's resume (``coolsampler.worker.snapshot``)."""
+    gate = Path(step_dir) / GATE_FILE
     if gate.is_file():
         try:
             return int(json.loads(gate.read_text())["state"]["sampler_version"]) != step
@@ -103,7 +105,7 @@ def incomplete(step_dir: Path, step: int, tracker: Tracker, refresh_interval: in
     except (OSError, ValueError, KeyError, TypeError):
         return "no readable actor/fsdp_config.json"
     names = ["data.pt", *(f"actor/{k}_world_size_{world}_rank_{r}.pt" for k in SHARD_KINDS for r in range(world))]
-    if _inside_cycle(step_dir, step, refresh_interval):  # the stale sampler is part of the checkpoint
+    if stale_at(step_dir, step, refresh_interval):  # the stale sampler is part of the checkpoint
         names += [f"actor/{SNAPSHOT_SHARE.format(world=world, rank=r)}" for r in range(world)]
     missing = [n for n in names if not (step_dir / n).is_file()]
     if missing:
@@ -176,6 +178,7 @@ def commit(root: str | os.PathLike, step: int, keep: int | None, refresh_interva
 __all__ = [
     "SHARD_KINDS",
     "SNAPSHOT_SHARE",
+    "stale_at",
     "TRACKER",
     "Tracker",
     "commit",
