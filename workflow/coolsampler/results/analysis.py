@@ -28,6 +28,7 @@ import numpy as np
 import pandas as pd
 
 from coolsampler.spec.metrics_schema import RunStatus
+from coolsampler.spec.settings import KL_EARLY_NAT, KL_LEAD_NAT
 
 # Section 2 of the paper; named so the tests and the docs quote the same numbers.
 ONSET_DROP = 0.10  # onset: at or below running max - 0.10
@@ -42,11 +43,9 @@ EPS = 1e-9
 # Fixed-step KL of Figure 2a: "KL at a fixed step of the first cycle (110, or 60 where the refresh is at 96)".
 KL_STEP = 110
 KL_STEP_SHORT = 60
-# Learner-sampler KL levels (nats per token): the first crossing of KL_LEAD_NAT is what Table 2's lead is
-# measured from; KL_EARLY_NAT is Figure 2b's earlier reading. Named here so tables, figures and claims
-# read the same numbers.
-KL_LEAD_NAT = 1.0
-KL_EARLY_NAT = 0.1
+# Learner-sampler KL levels KL_LEAD_NAT (Table 2's lead) and KL_EARLY_NAT (Figure 2b): imported from
+# coolsampler.spec.settings, which owns them (the controller's KL gate reads them too), so tables,
+# figures and claims read the same numbers from here
 
 
 def nat_text(level: float) -> str:

@@ -125,6 +125,11 @@ CORRECTIONS = ("tis", "none", "mu_grpo")
 # because only state that carries across prompts can move in a paper run: 300 steps of 16 prompts visit
 # fewer prompts than GSM8K or MATH holds, so a prompt-keyed temperature never leaves its start there.
 SCOPES = ("global", "per_prompt")
+# Learner-sampler KL levels (nats per token): the first crossing of KL_LEAD_NAT is what Table 2's lead is
+# measured from; KL_EARLY_NAT is Figure 2b's earlier reading, and the KL gate's default threshold (a
+# controller holds the temperature above it). Here, not in the analysis, because worker code reads them too.
+KL_LEAD_NAT = 1.0
+KL_EARLY_NAT = 0.1
 SATURATION_RULES = ("all_correct", "all_equal")
 REPLICATES = ("cut", "rerun")
 

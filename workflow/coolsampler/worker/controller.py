@@ -116,10 +116,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any, Protocol, runtime_checkable
 
-from coolsampler.spec.settings import SATURATION_RULES, SCOPES  # noqa: F401 (defined with the run settings)
+from coolsampler.spec.metrics_schema import COLUMNS
+from coolsampler.spec.settings import KL_EARLY_NAT, SATURATION_RULES, SCOPES  # noqa: F401 (defined with the run settings)
 from coolsampler.spec.temperature import controller_spec
 
-KL_METRIC_KEYS = ("rollout_corr/kl", "actor/rollout_corr/kl")  # trainer-side (TIS/none), actor-side (bypass)
+# where verl logs the KL: trainer-side (TIS/none), actor-side (bypass); the metrics schema's column names them
+KL_METRIC_KEYS = COLUMNS["kl"][2]
 
 
 @runtime_checkable
@@ -342,7 +344,7 @@ class SaturationController(_Stateful):
     hysteresis: float = 0.1
     ema: float = 0.5
     kl_gate: bool = False
-    kl_threshold: float = 0.1
+    kl_threshold: float = KL_EARLY_NAT
     saturated: str = "all_correct"
     correct_score: float = 1.0
     # state
@@ -401,7 +403,7 @@ class PerPromptSaturationController(_Stateful):
     step_up: float = 0.05
     step_down: float = 0.0
     kl_gate: bool = False
-    kl_threshold: float = 0.1
+    kl_threshold: float = KL_EARLY_NAT
     saturated: str = "all_correct"
     correct_score: float = 1.0
     # state: the temperature of every prompt seen so far (absent = never seen = start)
