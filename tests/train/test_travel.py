@@ -69,7 +69,10 @@ def committed_copy(dest: Path) -> Path:
     files = _git(REPO, "ls-files", "-z", "--cached", "--others", "--exclude-standard").split("\0")
     for name in filter(None, files):
         src = REPO / name
-        if src.is_file() and not src.is_symlink():
+        if src.is_symlink():  # as git keeps it: the link (coolsampler.spec.shipped's links to config/, profiles/)
+            (dest / name).parent.mkdir(parents=True, exist_ok=True)
+            os.symlink(os.readlink(src), dest / name)
+        elif src.is_file():
             (dest / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(src, dest / name)
     _git(dest, "init", "-q")
