@@ -4,8 +4,8 @@ Enabled only when ``COOLSAMPLER_FAULT`` is set (one fault, or several separated 
 the tap through ``VERL_USE_EXTERNAL_MODULES`` (in verl's driver and in every worker).
 Each fault stops the save where a preemption could:
 
-* ``kill-in-first-save``: rank 0 writes its snapshot share (patch 0004's ``_save_sampler_snapshot``,
-  which every actor rank calls before the FSDP save and its barriers), then SIGKILLs every process of
+* ``kill-in-first-save``: rank 0 writes its snapshot share (``coolsampler.worker.snapshot.SamplerSnapshot.save``,
+  which patch 0004 has every actor rank call before the FSDP save and its barriers), then SIGKILLs every process of
   its session (verl's driver, Ray, vLLM: a preemption) before the FSDP save starts, at the first save;
 * ``kill-before-tracker@K``: at step K's save the driver is killed (with its session) after every file
   of the checkpoint is written and before the commit writes the tracker (patch 0006): upstream verl had
@@ -90,25 +90,28 @@ def _pg_timeout_s() -> float | None:
 
 
 def _wrap(module: ModuleType) -> None:
+    from coolsampler.worker import snapshot as stale
+
     worker = module.ActorRolloutRefWorker
     faults = _faults()
     slow = next((float(f.removeprefix(SLOW_WRITE)) for f in faults if f.startswith(SLOW_WRITE)), None)
-    write, save = worker._save_sampler_snapshot, worker.save_checkpoint
+    write, save = stale.SamplerSnapshot.save, worker.save_checkpoint
     if getattr(write, "_coolsampler_fault", False):
         return
 
-    def _save_sampler_snapshot(self, local_path):
-        rank = self._snapshot_group()[0]
-        if rank == 0 and slow:
+    def save_share(self, actor_dir):
+        if self.empty:  # nothing to write (no refresh through it yet): no fault either
+            return write(self, actor_dir)
+        if self.rank == 0 and slow:
             time.sleep(slow)
-        write(self, local_path)
-        if rank == 0 and KILL_IN_FIRST_SAVE in faults and not getattr(worker, "_coolsampler_saved", False):
+        write(self, actor_dir)
+        if self.rank == 0 and KILL_IN_FIRST_SAVE in faults and not getattr(worker, "_coolsampler_saved", False):
             _kill_session()  # between the snapshot write and the FSDP save
 
     def save_checkpoint(self, local_path, *args, **kwargs):
         t0 = time.time()
         out = save(self, local_path, *args, **kwargs)
-        rank, world = self._snapshot_group()
+        rank, world = stale.process_group()
         if rank == 0 and _at_step(TORN_SAVE, local_path):
             shard = Path(local_path) / f"model_world_size_{world}_rank_0.pt"
             with shard.open("r+b") as f:
@@ -116,7 +119,7 @@ def _wrap(module: ModuleType) -> None:
             _kill_session()
         worker._coolsampler_saved = True
         line = {
-            "rank": self._snapshot_group()[0],
+            "rank": rank,
             "path": local_path,
             "save_s": round(time.time() - t0, 3),
             "pg_timeout_s": _pg_timeout_s(),
@@ -126,10 +129,10 @@ def _wrap(module: ModuleType) -> None:
                 f.write(json.dumps(line) + "\n")
         return out
 
-    _save_sampler_snapshot._coolsampler_fault = True
+    save_share._coolsampler_fault = True
     # the wrapped method stays what verl's dispatch registered (its Ray decorator's attributes)
     save_checkpoint.__dict__.update(save.__dict__)
-    worker._save_sampler_snapshot = _save_sampler_snapshot
+    stale.SamplerSnapshot.save = save_share
     worker.save_checkpoint = save_checkpoint
 
 

@@ -74,9 +74,9 @@ def sampler_snapshot(actor) -> dict | None:
     """Inside an actor worker (run there by Ray's ``__ray_call__``): its share of the staleness gate's
     snapshot, as ``{name: (storage address, copy of the values)}``; None where the worker holds none."""
     for worker in (actor, *getattr(actor, "worker_dict", {}).values()):
-        snapshot = getattr(worker, "_sampler_snapshot", None)
-        if snapshot is not None:
-            return {name: (t.untyped_storage().data_ptr(), t.clone()) for name, t in snapshot.items()}
+        snapshot = getattr(worker, "_sampler_snapshot", None)  # coolsampler.worker.snapshot.SamplerSnapshot
+        if snapshot is not None and not snapshot.empty:
+            return {name: (t.untyped_storage().data_ptr(), t.clone()) for name, t in snapshot.tensors.items()}
     return None
 
 
