@@ -9,13 +9,14 @@ snapshot it never needed."""
 from __future__ import annotations
 
 import shutil
+import time
 from dataclasses import replace
 
 import pytest
 
 from coolsampler.spec.guard import GuardSpec
 from coolsampler.spec.study import parse_key
-from coolsampler.worker.checkpoint_files import TRACKER, Tracker, incomplete
+from coolsampler.worker.checkpoint_files import TRACKER, incomplete, read_tracker
 from tests.stack import records, run_stack, shared_world
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1500)]
@@ -40,15 +41,17 @@ def test_a_guard_run_resumed_at_its_firing_without_a_snapshot_ends_as_the_uninte
     assert whole[3]["staleness/refreshed"] == 1 and whole[3]["staleness/sampler_version"] == 0
     assert [whole[t]["staleness/sampler_version"] for t in (4, 5)] == [3, 3] and whole[4]["staleness/refreshed"] == 0
 
-    # the checkpoint of step 3, alone, without the sampler snapshot's shares: complete for the job too
+    # the checkpoint of step 3, alone, without the sampler snapshot's shares, the tracker written last (as
+    # verl does: the job ignores a checkpoint with anything newer than its tracker): complete for the job
     ckpt = tmp_path / "resumed" / "checkpoints"
     shutil.copytree(tmp_path / "whole" / "checkpoints" / "global_step_3", ckpt / "global_step_3")
-    (ckpt / TRACKER).write_text("3")
     shares = sorted((ckpt / "global_step_3" / "actor").glob("sampler_snapshot_*.pt"))
     assert shares, "the firing's checkpoint held the snapshot: the test removes it"
     for share in shares:
         share.unlink()
-    assert incomplete(ckpt / "global_step_3", 3, Tracker(3, None), RUN.N) is None
+    time.sleep(0.05)  # a tracker strictly newer than the directory the unlink touched, on any clock granularity
+    (ckpt / TRACKER).write_text("3")
+    assert incomplete(ckpt / "global_step_3", 3, read_tracker(ckpt), RUN.N) is None
 
     resumed = records(run_stack(RUN.key, world, tmp_path / "resumed", recipe=RECIPE, extra=KEEP_BOTH))
     log = (tmp_path / "resumed" / "train.log").read_text()
