@@ -17,8 +17,16 @@ STUDY: dict[str, Any] = {
     "name": "w",
     "results": "results/w",
     "profile": "cpu",
-    "worlds": {"chain": {"chain_length": 3, "vocab_words": 8, "steps": 16, "val_every": 4}},
-    "defaults": {"model": "chain", "task": "chain", "lr": 1e-4, "Tb": 1.0, "correction": "tis"},
+    "worlds": {"chain": {"chain_length": 3, "vocab_words": 8}},
+    "defaults": {
+        "model": "chain",
+        "task": "chain",
+        "lr": 1e-4,
+        "Tb": 1.0,
+        "correction": "tis",
+        "steps": 16,
+        "val_every": 4,
+    },
     "runs": [{"N": [4, 16], "seed": 1}],
 }
 
@@ -34,10 +42,9 @@ def test_runs_carry_the_world_and_its_key_in_their_path() -> None:
     ident = s.runs[0].model
     assert re.fullmatch(r"chain-[0-9a-f]{8}", ident)
     assert [r.key for r in s.runs] == [
-        f"{ident}/{ident}/N4_lr1e-4_tis_Tb1_Tl1_s1",
-        f"{ident}/{ident}/N16_lr1e-4_tis_Tb1_Tl1_s1",
+        f"{ident}/{ident}/N4_lr1e-4_tis_Tb1_Tl1_s1_st16_v4",
+        f"{ident}/{ident}/N16_lr1e-4_tis_Tb1_Tl1_s1_st16_v4",
     ]
-    # the world's steps and validation interval are the task's
     assert {(r.steps, r.val_every) for r in s.runs} == {(16, 4)}
     # a key reads back into the same run, and the rules' key wildcard takes it
     assert parse_key(s.runs[1].key, study=s) == s.runs[1]
@@ -55,9 +62,26 @@ def test_every_knob_changes_the_key_and_the_name_does_not_hide_it() -> None:
         ("warm_start", {"greedy_acc": 0.4}),
         ("seed", 2),
         ("sampled_val", 8),
+        ("tail_zipf", 1.0),
     ]:
         assert study(**{knob: value}).runs[0].model != base, knob
     assert study().runs[0].model == base  # and nothing else does
+    assert study(tail_zipf=None).runs[0].model == base  # the knob's "off" value is its absence
+
+
+def test_a_runs_length_is_a_run_setting_and_never_rebuilds_its_world() -> None:
+    raw = copy.deepcopy(STUDY)
+    raw["defaults"]["steps"] = 64
+    longer = study_from_dict(raw, origin="w")
+    assert longer.runs[0].model == study().runs[0].model
+    assert longer.runs[0].key != study().runs[0].key and longer.runs[0].steps == 64
+    # the old place of the settings stops with one line that says where they went
+    for moved in ("steps", "val_every"):
+        with pytest.raises(
+            StudyError, match=rf"worlds.chain.{moved}: a run setting, not a world knob.*defaults"
+        ) as err:
+            world_from_dict("chain", {moved: 8}, "w: worlds.chain")
+        assert "\n" not in str(err.value)
 
 
 def test_the_world_model_and_data_live_where_rules_world_model_and_world_data_write_them() -> None:
@@ -87,7 +111,6 @@ def test_response_length_fits_a_whole_answer() -> None:
     [
         ({"vocab_words": 60}, r"vocab_words: 60"),
         ({"model": {"hidden_size": 100, "heads": 3}}, r"hidden_size 100 is not heads x 32"),
-        ({"val_every": 40}, r"val_every: 40 exceeds steps 16"),
         ({"zipf": -1}, r"zipf"),
         ({"colour": "red"}, r"colour"),
         ({"val_prompts": 16, "sampled_val": 17}, r"sampled_val: 17 exceeds val_prompts 16"),

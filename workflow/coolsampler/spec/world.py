@@ -6,19 +6,19 @@
         words_per_block: 3       # free words before each block's running-sum digit
         vocab_words: 32          # free-word vocabulary (single letters, the commonest first)
         zipf: 1.0                # free-word frequencies in the supervised data, p(rank k) ~ 1/k^zipf
+        tail_zipf: null          # after a tail word (rank >= TAIL_RANK), the next word's exponent (flatter)
         error: {base: 0.02, slope: 0.58, power: 1.5}   # P(a block's digit is wrong) = base + slope * r^power
         model: {hidden_size: 96, intermediate_size: 288, layers: 4, heads: 3}
         warm_start: {greedy_acc: 0.5}
-        steps: 128
-        val_every: 8
-    defaults: {model: chain, task: chain}
+    defaults: {model: chain, task: chain, steps: 64, val_every: 8}
 
 Why a world and not just a model and a task: the paper's cliff needs a sampler with free per-token
 entropy whose rare choices predict mistakes (the learner then sharpens toward the sampler's modes, as
 Section 3.2 describes), a warm start with room to improve under *greedy* scoring, and a model small enough
 for a laptop. Those are properties of data and model together, so one block of knobs makes both, and the
 knobs (with the generator's code) key them: a run names its world as ``<name>-<key>``, so a changed knob
-is a new model, new data and new runs, never a stale cache.
+is a new model, new data and new runs, never a stale cache. A run's length and validation interval are
+run settings (``defaults:``/``runs:``), not knobs: a longer run trains in the same world.
 
 The generator is ``coolsampler.testkit.chain`` (torch, in the rules that build the world); this module
 only reads the knobs. No verl, vLLM or torch here.
@@ -57,6 +57,15 @@ WORD_LETTERS = "abcdefghijklmnopqrstuvwxyzJKLMNOPQRSTUVWXYZ"
 MAX_VOCAB_WORDS = len(WORD_LETTERS)
 # vLLM's CPU attention supports head sizes 32, 64, 80, ... only: the heads are 32 wide.
 HEAD_DIM = 32
+# The tail of the free words: ranks 4 and rarer (1 the commonest; index 3 on). The state-dependence knob
+# and the world probe's tail ratio both read it.
+TAIL_RANK = 4
+# A world's task defaults when a study sets no steps or val_every: fixed, never a knob, so that a run's
+# length does not rebuild its world.
+TASK_STEPS = 128
+TASK_VAL_EVERY = 8
+# Knobs a world block used to take that are run settings now, with where they went.
+RUN_SETTINGS = ("steps", "val_every")
 
 
 @dataclass(frozen=True)
@@ -107,14 +116,13 @@ class World:
     words_per_block: int = 3
     vocab_words: int = 32
     zipf: float = 1.0
+    tail_zipf: float | None = None
     error: ErrorLink = field(default_factory=ErrorLink)
     model: Shape = field(default_factory=Shape)
     warm_start: WarmStart = field(default_factory=WarmStart)
     train_prompts: int = 8000
     val_prompts: int = 512
     sampled_val: int = 0
-    steps: int = 128
-    val_every: int = 8
     seed: int = 0
 
     def words(self) -> str:
@@ -125,10 +133,21 @@ class World:
         return [*SPECIAL_TOKENS, *LABELS, *self.words()]
 
     def knobs(self) -> dict[str, Any]:
-        """Every knob but the name: what the world is made from."""
+        """Every knob but the name: what the world is made from. A knob left at its "off" value is left
+        out, so that adding a knob does not re-key the worlds that do not use it."""
         out = asdict(self)
         out.pop("name")
+        if out["tail_zipf"] is None:
+            out.pop("tail_zipf")
         return out
+
+    def word_zipf(self, previous_rank: int | None) -> float:
+        """The exponent a free word is drawn at, given the rank (0 the commonest) of the answer's previous
+        free word: flatter (``tail_zipf``) after a tail word, so that a rare choice leads into uncertain
+        continuations, as a hot sample does in the paper (Section 6)."""
+        if self.tail_zipf is not None and previous_rank is not None and previous_rank >= TAIL_RANK - 1:
+            return self.tail_zipf
+        return self.zipf
 
     @property
     def key(self) -> str:
@@ -175,9 +194,9 @@ class World:
             "val",
             max(8, self.prompt_tokens),
             self.response_tokens + 3,  # room for a few tokens past a malformed answer
-            self.val_every,
-            self.steps,
-            first_cycle_kl_step=max(1, self.steps // 3),
+            TASK_VAL_EVERY,
+            TASK_STEPS,
+            first_cycle_kl_step=max(1, TASK_STEPS // 3),
             reward=f"{REWARD_FILE}:{REWARD_FUNCTION}",
         )
 
@@ -185,6 +204,12 @@ class World:
 def world_from_dict(name: str, spec: Mapping[str, Any], where: str) -> World:
     """A world from its study block (already schema-checked), with the checks the schema cannot make."""
     spec = dict(spec)
+    for moved in RUN_SETTINGS:
+        if moved in spec:
+            raise StudyError(
+                f"{where}.{moved}: a run setting, not a world knob (a run's length must not rebuild its world);"
+                f" set it in defaults: or a run entry"
+            )
     try:
         world = World(
             name=name,
@@ -207,8 +232,6 @@ def world_from_dict(name: str, spec: Mapping[str, Any], where: str) -> World:
         raise StudyError(
             f"{where}.sampled_val: {world.sampled_val} exceeds val_prompts {world.val_prompts}; allowed: 0..val_prompts"
         )
-    if world.val_every > world.steps:
-        raise StudyError(f"{where}.val_every: {world.val_every} exceeds steps {world.steps}; allowed: 1..steps")
     return world
 
 
@@ -218,6 +241,51 @@ def study_worlds(raw: Mapping[str, Any], origin: str) -> dict[str, World]:
         name: world_from_dict(name, spec or {}, f"{origin}: worlds.{name}")
         for name, spec in (raw.get("worlds") or {}).items()
     }
+
+
+# The four properties a screen judges (coolsampler.testkit.world_probe measures them), in the screen's order.
+PROPERTIES = ("entropy", "tail_ratio", "offset", "error_link")
+
+
+@dataclass(frozen=True)
+class Screen:
+    """A study's world screen (``screen:``): its candidate worlds in order, and the bounds each property
+    must meet; the first world that meets all four is the one the study trains in. Written into the study
+    before any run, so the world is chosen by its properties and never by a cooled run."""
+
+    worlds: tuple[str, ...]
+    bounds: dict[str, tuple[float | None, float | None]]
+    Tb: float = 0.8
+    prompts: int = 512
+    reference: tuple[str, ...] = ()  # probed and shown beside the candidates, never chosen (an earlier round's world)
+
+    @property
+    def probed(self) -> tuple[str, ...]:
+        return (*self.worlds, *self.reference)
+
+
+def study_screen(raw: Mapping[str, Any], origin: str) -> Screen | None:
+    """The study's screen, or None; a candidate that is not one of its worlds stops with one line."""
+    spec = raw.get("screen")
+    if not spec:
+        return None
+    known = set(raw.get("worlds") or {})
+    for field_ in ("worlds", "reference"):
+        for name in spec.get(field_) or ():
+            if name not in known:
+                raise StudyError(
+                    f"{origin}: screen.{field_}: {name} is not a world of the study; known: {sorted(known)}"
+                )
+    bounds = {p: (spec[p][0], spec[p][1]) for p in PROPERTIES if p in spec}
+    if not bounds:
+        raise StudyError(f"{origin}: screen: no bound on any of {', '.join(PROPERTIES)}")
+    return Screen(
+        tuple(spec["worlds"]),
+        bounds,
+        float(spec.get("Tb", 0.8)),
+        int(spec.get("prompts", 512)),
+        tuple(spec.get("reference") or ()),
+    )
 
 
 def check_val_samples(worlds: Mapping[str, World], recipe: Mapping[str, Any], origin: str) -> None:
@@ -235,6 +303,10 @@ def check_val_samples(worlds: Mapping[str, World], recipe: Mapping[str, Any], or
 
 __all__ = [
     "GENERATOR",
+    "PROPERTIES",
+    "Screen",
+    "TAIL_RANK",
+    "study_screen",
     "check_val_samples",
     "ErrorLink",
     "Shape",

@@ -82,17 +82,22 @@ def prompt_digits(prompt: str) -> str:
 
 
 def supervised_answer(world, prompt: str, rng: random.Random) -> str:
-    """One answer as the supervised data writes it: Zipf words, each block's digit wrong with the
-    probability its words' rarity gives (``ErrorLink``)."""
+    """One answer as the supervised data writes it: Zipf words (flatter after a tail word where the world
+    has ``tail_zipf``), each block's digit wrong with the probability its words' rarity gives
+    (``ErrorLink``)."""
     words = world.words()
-    weights = zipf_weights(world.vocab_words, world.zipf)
+    weights = {z: zipf_weights(world.vocab_words, z) for z in {world.zipf, world.tail_zipf} if z is not None}
     scale = max(1, world.vocab_words - 1)
     out = []
     from coolsampler.spec.world import LABELS
 
     operands = prompt_digits(prompt)
+    previous: int | None = None  # the answer's previous free word: with tail_zipf, what follows a rare word is flatter
     for label, operand, digit in zip(LABELS, operands, running_sums(operands), strict=False):
-        ranks = rng.choices(range(world.vocab_words), weights=weights, k=world.words_per_block)
+        ranks = []
+        for _ in range(world.words_per_block):
+            previous = rng.choices(range(world.vocab_words), weights=weights[world.word_zipf(previous)])[0]
+            ranks.append(previous)
         rarity = sum(ranks) / len(ranks) / scale
         if rng.random() < world.error.p_error(rarity):
             digit = rng.choice([d for d in "0123456789" if d != digit])
