@@ -15,6 +15,9 @@ smoke study's `results/smoke`; S = `results`, shared by every study; D = `data_d
     S/models/toy-qwen2[-rehearsal]/                                    generated models (rules toy_model, rehearsal_model)
     D/<world>-<key>/{train,val}.parquet, S/models/<world>-<key>/       a study's generated chain world (`worlds:`;
                                                                        rules world_data, world_model)
+    R/screen/<world>-<key>.json, R/world_screen.md|tsv                 its world screen (`screen:`): each candidate
+                                                                       probed before any RL step, and the first that
+                                                                       meets the bounds (rules world_probe, world_screen)
     M/hub/<org>/<name>/<revision>/ (+ prefetch.json)                   a study's pinned hub models (rule prefetch_model;
                                                                        M = `models_dir`, default S/models)
     R/runs/<model>/<task>/<settings>/                                  one training run; <model>/<task>/<settings>
@@ -109,3 +112,4 @@ rule all:
         run_diagnostic_targets(),
         claims_targets(),
         leads_targets(),
+        screen_targets(),

@@ -4,8 +4,8 @@ parsed and drawn.
 
 The world is the cliff study's in shape (labelled blocks, operands, free words, sums; the reward of
 coolsampler.testkit.chain loaded by verl by path), only smaller: three blocks of one word, a 22k-parameter
-Qwen2 warm-started in about 15 s. The cliff study itself (config/cliff.yaml) takes about 46 minutes on 2 cores and is
-not run here.
+Qwen2 warm-started in about 15 s, probed by the world screen (rules world_probe, world_screen). The cliff
+study itself (config/cliff.yaml) takes about an hour on 2 cores and is not run here.
 """
 
 from __future__ import annotations
@@ -39,11 +39,19 @@ STUDY = {
             "train_prompts": 256,
             "val_prompts": 32,
             "sampled_val": 32,
-            "steps": 4,
-            "val_every": 2,
         }
     },
-    "defaults": {"model": "chain", "task": "chain", "lr": 1e-4, "Tl": 1.0, "correction": "tis"},
+    # the screen, with bounds any model meets: the probe runs on the warm-started world and chooses it
+    "screen": {"worlds": ["chain"], "prompts": 32, "entropy": [0.0, None], "offset": [0.0, None]},
+    "defaults": {
+        "model": "chain",
+        "task": "chain",
+        "lr": 1e-4,
+        "Tl": 1.0,
+        "correction": "tis",
+        "steps": 4,
+        "val_every": 2,
+    },
     "runs": [{"source": "world stack test", "N": 2, "Tb": 0.8, "seed": 1}],
     "figures": {"fig1": {"a": {"N": 2}, "b": {"N": 2}}},
 }
@@ -56,8 +64,24 @@ def test_a_world_is_built_from_its_knobs_and_one_arm_trains_in_it(tmp_path) -> N
     ident = run.model
     assert run.key == f"{ident}/{ident}/N2_lr1e-4_tis_Tb0.8_Tl1_s1"
 
-    res = snakemake("--configfile=tinyworld.yaml", "--cores", "2", "results/tinyworld/fig1.pdf", cwd=work, timeout=1100)
+    res = snakemake(
+        "--configfile=tinyworld.yaml",
+        "--cores",
+        "2",
+        "results/tinyworld/fig1.pdf",
+        "results/tinyworld/world_screen.md",
+        cwd=work,
+        timeout=1100,
+    )
     assert res.returncode == 0, res.stderr[-4000:]
+
+    # the screen: the warm-started world probed before any RL step, every property measured, and chosen
+    probe = json.loads((work / "results" / "tinyworld" / "screen" / f"{ident}.json").read_text())
+    assert probe["world"] == ident and probe["prompts"] == 32
+    assert probe["entropy"] > 0 and probe["offset"] > 0 and probe["tail_ratio"] > 0
+    assert probe["blocks_tail"] + probe["blocks_none"] > 0
+    screen = (work / "results" / "tinyworld" / "world_screen.md").read_text()
+    assert f"chain (`{ident}`)" in screen and "**chosen**" in screen and "Chosen: **chain**" in screen
 
     # the world: data and warm-started model where the layout puts them, the model at its greedy target
     data = work / "results" / "data" / ident
@@ -102,3 +126,10 @@ def test_a_world_is_built_from_its_knobs_and_one_arm_trains_in_it(tmp_path) -> N
     res = snakemake("--configfile=tinyworld.yaml", "--cores", "2", "-n", "results/tinyworld/fig1.pdf", cwd=work)
     assert res.returncode == 0, res.stderr[-3000:]
     assert jobs(res.stdout, "world_model") and jobs(res.stdout, "world_data") and jobs(res.stdout, "train")
+
+    # a longer run is a new run in the same world: its length is a run setting, not a knob
+    STUDY3 = {**STUDY, "defaults": {**STUDY["defaults"], "steps": 6}}
+    (work / "tinyworld.yaml").write_text(yaml.safe_dump(STUDY3))
+    res = snakemake("--configfile=tinyworld.yaml", "--cores", "2", "-n", "results/tinyworld/fig1.pdf", cwd=work)
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert jobs(res.stdout, "train") and not jobs(res.stdout, "world_model") and not jobs(res.stdout, "world_data")

@@ -15,7 +15,7 @@ from coolsampler.train.rehearsal import (
     two_rank_study,
 )
 from coolsampler.spec.study import Study
-from coolsampler.spec.world import study_worlds
+from coolsampler.spec.world import study_screen, study_worlds
 from coolsampler.spec.targets import TARGETS, PanelSpec, panel_filters
 
 LAYOUT = Layout.from_config(config, R)
@@ -48,8 +48,11 @@ if PLATFORM != "cpu":
 ROOT_RE = "|".join(re.escape(r) for r in ROOTS)
 
 # The study's generated worlds by the name its runs carry, <name>-<key> (rules world_data, world_model).
-WORLDS = {w.ident: w for w in study_worlds(STUDY.raw, STUDY.name).values()}
+WORLDS_BY_NAME = study_worlds(STUDY.raw, STUDY.name)
+WORLDS = {w.ident: w for w in WORLDS_BY_NAME.values()}
 WORLD_RE = "|".join(re.escape(k) for k in WORLDS) or "(?!)"
+# Its world screen (`screen:`), or None (rules world_probe, world_screen).
+SCREEN = study_screen(STUDY.raw, STUDY.name)
 
 
 def world_of(wildcards):
@@ -328,11 +331,15 @@ def target_inputs(wildcards):
     # analysis_only: the runs that exist; the others are drawn as missing (target_panels)
     if ANALYSIS_ONLY:
         keys = [k for k in keys if trained(layout, k)]
-    return {
+    out = {
         "metrics": [layout.run_file(k, "metrics.parquet") for k in keys],
         "status": [layout.run_file(k, "status.json") for k in keys],
         "code": TARGET_CODE[wildcards.target],
     }
+    # a study's world screen is drawn beside its Figure 1 (rule world_screen)
+    if SCREEN and wildcards.target == "fig1" and wildcards.root == R:
+        out["screen"] = f"{R}/world_screen.tsv"
+    return out
 
 
 def target_panels(wildcards):

@@ -35,3 +35,52 @@ rule world_model:
         numerics=numerics.PINNED_ENV,  # another kernel path is another model: trains again
     script:
         "../scripts/world_model.py"
+
+
+# The study's world screen (SCREEN, `screen:`; coolsampler.spec.world.Screen): each candidate's warm-started
+# model probed with no RL step (R/screen/<world>-<key>.json), then judged by the study's bounds
+# (R/world_screen.md).
+
+
+def screen_targets():
+    return [f"{R}/world_screen.md"] if SCREEN else []
+
+
+def screen_probes(wildcards=None):
+    return {
+        name: f"{R}/screen/{WORLDS_BY_NAME[name].ident}.json" for name in SCREEN.probed
+    }
+
+
+rule world_probe:
+    input:
+        f"{LAYOUT.model_dir('{world}')}/model.safetensors",
+    output:
+        f"{R}/screen/{{world}}.json",
+    log:
+        f"{R}/logs/world_probe/{{world}}.log",
+    wildcard_constraints:
+        world=WORLD_RE,
+    threads: 1
+    params:
+        knobs=lambda wc: world_of(wc).knobs(),
+        name=lambda wc: world_of(wc).name,
+        Tb=SCREEN.Tb if SCREEN else 0.8,
+        prompts=SCREEN.prompts if SCREEN else 512,
+        numerics=numerics.PINNED_ENV,
+    script:
+        "../scripts/world_probe.py"
+
+
+rule world_screen:
+    input:
+        unpack(screen_probes),
+    output:
+        md=f"{R}/world_screen.md",
+        tsv=f"{R}/world_screen.tsv",
+    log:
+        f"{R}/logs/world_screen.log",
+    params:
+        screen=SCREEN,
+    script:
+        "../scripts/world_screen.py"

@@ -288,17 +288,73 @@ def fig1(
     *,
     selection: Mapping[str, Any] | None = None,
     titles: Mapping[str, str] | None = None,
+    screen: pd.DataFrame | None = None,
 ) -> None:
     """(a) validation accuracy of panel ``a``; (b) learner-sampler KL of panel ``b`` (seed-1 runs).
-    ``titles``: a panel's title where its runs share no model or task to name it by (own logs)."""
+    ``titles``: a panel's title where its runs share no model or task to name it by (own logs).
+    ``screen``: a study's world screen (``results.world_screen.screen_table``), drawn as a table under
+    the panels, so the figure shows the properties of the world it was drawn in beside its rivals'."""
     a, b = panels.get("a", []), panels.get("b", [])
     both = _unique_entries(panels, ["a", "b"])
     caption = [*_caption(selection, ["a", "b"]), kl_footnote(options)]
-    fig, ax = P.new_figure(10, 3.6, L.availability_notes(both), ncols=2, caption=caption)
+    rows = 0 if screen is None else len(screen)
+    if rows:
+        table_in = 0.45 + 0.22 * rows
+        fig, ax = P.new_figure(
+            10,
+            3.6 + table_in,
+            L.availability_notes(both),
+            nrows=2,
+            ncols=2,
+            caption=caption,
+            gridspec_kw={"height_ratios": [3.6, table_in]},
+        )
+    else:
+        fig, ax = P.new_figure(10, 3.6, L.availability_notes(both), ncols=2, caption=caption)
     titles = titles or {}
     _acc_panel(ax[0, 0], a, titles.get("a") or panel_title("a", a))
     _kl_panel(ax[0, 1], b, titles.get("b") or panel_title("b", b), options)
+    if rows:
+        grid = ax[1, 0].get_subplotspec().get_gridspec()
+        ax[1, 0].remove()
+        ax[1, 1].remove()
+        _screen_panel(fig.add_subplot(grid[1, :]), screen)
     _save(fig, outputs, provenance, "Figure 1: finite safe staleness; cooling extends it", both)
+
+
+def _screen_panel(ax: Axes, screen: pd.DataFrame) -> None:
+    """(c) the world screen: each probed world's properties, a tick where a property meets the study's
+    bound, the chosen world in bold."""
+    from coolsampler.results.world_screen import LABELS as PROPERTY_LABELS
+
+    props = [p for p in PROPERTY_LABELS if f"{p}_ok" in screen]
+    head = ["world", *(f"{PROPERTY_LABELS[p]}\n{screen[f'{p}_bound'].iloc[0]}" for p in props), "verdict"]
+    cells, bold = [], []
+    for _, r in screen.iterrows():
+        row = [str(r["world"])]
+        for p in props:
+            v = r[p]
+            row.append(
+                ("n/a" if v is None or pd.isna(v) else f"{float(v):.3f}") + (" \u2713" if r[f"{p}_ok"] else " \u2717")
+            )
+        verdict = "chosen" if r["chosen"] else ("meets all" if r["meets_all"] else "fails")
+        row.append(verdict if r.get("candidate", True) else f"reference: {verdict}")
+        cells.append(row)
+        bold.append(bool(r["chosen"]))
+    ax.axis("off")
+    ax.set_title(
+        "(c) the world screen, before any RL step (\u2713 meets the study's bound)", loc="left", fontsize=S.TITLE_PT
+    )
+    table = ax.table(cellText=cells, colLabels=head, loc="upper center", cellLoc="center", colLoc="center")
+    table.auto_set_font_size(False)
+    table.set_fontsize(S.SMALL_PT)
+    table.scale(1.0, 1.15)
+    for (i, _j), cell in table.get_celld().items():
+        if i == 0:
+            cell.set_height(cell.get_height() * 1.8)  # the property's name over its bound
+        cell.set_edgecolor("#bbbbbb")
+        if i == 0 or (i > 0 and bold[i - 1]):
+            cell.set_text_props(fontweight="bold")
 
 
 def _fig2_rows(

@@ -54,6 +54,7 @@ def render(
     selection: Mapping[str, Any] | None = None,
     *,
     synthetic: bool = False,
+    screen: Any = None,
 ) -> Any:
     """Draw or write one target. Panels the target expects but the study did not give are empty;
     a panel it does not have is refused (``PanelError``).
@@ -62,6 +63,7 @@ def render(
     ``options`` are checked against the registry (``target_options``). ``selection`` (panel ->
     the study's settings filter) is printed under a figure, the caption of what each panel shows.
     ``synthetic`` (or ``study.synthetic``): the runs are made up, and a figure says so across its image.
+    ``screen``: the study's world screen table, for the figures that draw it (Figure 1).
     """
     if target not in TARGETS:
         raise KeyError(f"unknown target {target!r}; allowed: {', '.join(TARGETS)}")
@@ -75,7 +77,8 @@ def render(
     opts = target_options(target, {OPTIONS_KEY: dict(options or {})})
     full = {n: list(panels.get(n, [])) for n in t.panels}
     if t.kind == "figure":
-        return target_function(t)(full, prov, outputs, opts, selection=selection)  # type: ignore[call-arg]
+        extra = {"screen": screen} if screen is not None else {}
+        return target_function(t)(full, prov, outputs, opts, selection=selection, **extra)  # type: ignore[call-arg]
     return target_function(t)(full, prov, outputs, opts)
 
 
@@ -107,7 +110,12 @@ def run_snakemake_target(smk: Any, kind: str) -> None:
         options = getattr(smk.params, "options", None) or {}
         selection = getattr(smk.params, "selection", None)
         outs = [str(o) for o in smk.output]
-        render(target, panels, prov, None, outs, options, dict(selection) if selection else None)
+        screen = getattr(smk.input, "screen", None)  # a study's world screen, beside its Figure 1
+        if screen:
+            import pandas as pd
+
+            screen = pd.read_csv(screen, sep="\t")
+        render(target, panels, prov, None, outs, options, dict(selection) if selection else None, screen=screen)
         logger.info("wrote %s (%s)", ", ".join(map(str, smk.output)), prov.footer())
 
 

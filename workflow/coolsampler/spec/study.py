@@ -70,7 +70,7 @@ from coolsampler.spec.validate import (
     check_study,
     unknown_name,
 )
-from coolsampler.spec.world import check_val_samples, study_worlds
+from coolsampler.spec.world import check_val_samples, study_screen, study_worlds
 
 # --------------------------------------------------------------------------------------------------
 # Runs
@@ -497,6 +497,7 @@ def study_from_dict(
             where[run.key] = f"runs[{i}]"
             runs.append(run)
     check_val_samples(study_worlds(raw, origin), raw.get("recipe") or {}, origin)
+    study_screen(raw, origin)
     study = Study(
         name=raw["name"],
         results=Path(results if results is not None else raw.get("results", f"results/{raw['name']}")),

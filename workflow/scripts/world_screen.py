@@ -1,0 +1,13 @@
+"""Rule world_screen: the study's candidate worlds judged by its screen, and the one it trains in."""
+
+import sys
+from pathlib import Path
+
+from coolsampler.results.world_screen import chosen_world, read_probes, screen_markdown, screen_table
+
+sys.stderr = open(snakemake.log[0], "w")  # noqa: F821
+screen = snakemake.params.screen  # noqa: F821
+table = screen_table(screen, read_probes(dict(snakemake.input.items())))  # noqa: F821
+table.to_csv(snakemake.output.tsv, sep="\t", index=False)  # noqa: F821
+Path(snakemake.output.md).write_text(screen_markdown(screen, table))  # noqa: F821
+print(f"screen: chosen {chosen_world(table)}", file=sys.stderr)
