@@ -277,14 +277,15 @@ def _package() -> None:
         sys.path.insert(0, str(REPO / "workflow"))
 
 
-def _quantities() -> list[str]:
-    """The claims' per-run measures, with their arguments (from the code: the one list of them)."""
+def _quantities(paired: bool = False) -> list[str]:
+    """The claims' per-run measures (or, ``paired``, the measures of a run and its seed's pair), with their
+    arguments (from the code: the one list of them)."""
     _package()
-    from coolsampler.results.claims import QUANTITIES
+    from coolsampler.results.claims import PAIRED, QUANTITIES
 
     out = []
-    for name, fn in QUANTITIES.items():
-        params = [p for p in inspect.signature(fn).parameters.values()][1:]
+    for name, fn in (PAIRED if paired else QUANTITIES).items():
+        params = [p for p in inspect.signature(fn).parameters.values()][2 if paired else 1 :]
         args = ", ".join(p.name if p.default is inspect.Parameter.empty else f"{p.name}={p.default}" for p in params)
         out.append(f"`{name}({args})`" if args else f"`{name}`")
     return out
@@ -374,6 +375,8 @@ def pages() -> dict[Path, str]:
     )
     text += "\n## Quantities\n\nThe per-run measures `quantity.fn` names, with their arguments (`quantity.args`):\n\n"
     text += ", ".join(_quantities()) + ".\n"
+    text += "\nThe paired measures `quantity.fn` names with `reduce: paired` (a run and the versus run of its seed): "
+    text += ", ".join(_quantities(paired=True)) + ".\n"
     out[OUT / "claims.md"] = text
     out[MEMORY_PAGE] = with_block(MEMORY_PAGE.read_text(), MEMORY_BEGIN, MEMORY_END, memory_block())
     readme = readme_with_figure_commit(README.read_text())

@@ -314,6 +314,38 @@ QUANTITIES: dict[str, Callable[..., Any]] = {
 }
 
 
+# Paired measures (reduce ``paired``): a run against the versus run of its own seed, for predictions that
+# compare two arms seed by seed on a per-seed event of one of them (the cooled run's onset against the
+# uncooled one's; accuracy before the uncooled run's onset). A pair whose value is missing is left out.
+
+
+def p_onset_ratio(d: RunData, ref: RunData) -> float | None:
+    """The run's onset over its pair's, where the pair degrades (None where it does not: no pair to
+    compare); a run with no onset counts as infinitely later, as "no onset by the last step" is later."""
+    theirs = _events(ref).onset
+    if theirs is None:
+        return None
+    mine = _events(d).onset
+    return math.inf if mine is None else mine / theirs
+
+
+def p_val_gap_before_onset(d: RunData, ref: RunData) -> float | None:
+    """Mean over the validations both logged before the pair's onset (the whole run if it has none) of
+    the run's validation score minus its pair's: how far one arm is behind while the other still holds."""
+    cut = _events(ref).onset
+    a, b = _val(d), _val(ref)
+    if cut is not None:
+        a, b = a[a.index < cut], b[b.index < cut]
+    gap = (a - b).dropna()
+    return float(gap.mean()) if len(gap) else None
+
+
+PAIRED: dict[str, Callable[..., Any]] = {
+    "onset_ratio": p_onset_ratio,
+    "val_gap_before_onset": p_val_gap_before_onset,
+}
+
+
 # The metrics columns each quantity reads (its ``col``/``diagnostic``/``reading`` argument adds its own):
 # a claim whose runs never logged one of them cannot be measured, and says which verl setting logs it.
 _VAL = ("val_acc",)
@@ -326,6 +358,8 @@ QUANTITY_COLUMNS: dict[str, tuple[str, ...]] = {
     "diag_lead": _VAL,
     "staleness_at_onset": _VAL,
     "rise_lead": _VAL,
+    "onset_ratio": _VAL,
+    "val_gap_before_onset": _VAL,
 }
 _READING_COLUMN = {"kl": "kl", "entropy_start": "entropy", "clip": "clip_frac", "clip_cycle": "clip_frac"}
 
@@ -399,7 +433,21 @@ def reduce_values(
     runs: Sequence[tuple[RunData, Any]],
     versus: Sequence[tuple[RunData, Any]] = (),
 ) -> Any:
-    """Reduce per-run values (``(run, value)`` pairs, already in seed order) as ``quantity`` says."""
+    """Reduce per-run values (``(run, value)`` pairs, already in seed order) as ``quantity`` says; with
+    ``count_at_least``, a list of values becomes how many of them are at or above it ("in at least 3 of
+    4 seeds" is a count in [3, null])."""
+    value = _reduce(quantity, runs, versus)
+    if "count_at_least" in quantity:
+        xs = value if isinstance(value, list) else [value]
+        return sum(1 for v in xs if not _missing(v) and float(v) >= float(quantity["count_at_least"]))
+    return value
+
+
+def _reduce(
+    quantity: Mapping[str, Any],
+    runs: Sequence[tuple[RunData, Any]],
+    versus: Sequence[tuple[RunData, Any]] = (),
+) -> Any:
     how = quantity["reduce"]
     vals = [v for _, v in runs]
     if how == "one":
@@ -415,6 +463,9 @@ def reduce_values(
         return (min(xs) if how == "min" else max(xs)) if xs else None
     if how == "count":
         return sum(1 for v in vals if not _missing(v) and v is not False)
+    if how == "paired":  # measured on seed pairs already (evaluate_claim): one value per seed, pairs with none left out
+        values = [v for _, v in runs if not _missing(v)]
+        return _mean(values) if quantity.get("pairs") == "mean" else values
     if how == "degrading":  # each value, over the runs with an onset (Section 2): Table 2's runs
         return [v for rd, v in runs if degrades(rd)]
     if how == "brackets":
@@ -551,20 +602,22 @@ def check_claims(doc: Any, origin: str = "claims") -> None:
                     raise ClaimError(
                         f"{origin}: claim {cid}: {fld}: unknown filter {item!r} (define it under filters:)"
                     )
-        if q["fn"] not in QUANTITIES:
+        table = PAIRED if q["reduce"] == "paired" else QUANTITIES
+        if q["fn"] not in table:
+            kind = "paired measure" if table is PAIRED else "quantity"
             raise ClaimError(
-                f"{origin}: claim {cid}: quantity.fn: unknown {q['fn']!r} (allowed: {', '.join(QUANTITIES)})"
+                f"{origin}: claim {cid}: quantity.fn: unknown {kind} {q['fn']!r} (allowed: {', '.join(table)})"
             )
-        params = inspect.signature(QUANTITIES[q["fn"]]).parameters
+        params = inspect.signature(table[q["fn"]]).parameters
         for a in q.get("args") or {}:
-            if a not in params or a == "d":
+            if a not in params or a in ("d", "ref"):
                 raise ClaimError(f"{origin}: claim {cid}: quantity.args: {q['fn']} takes no argument {a!r}")
         if q["fn"] == "diag_lead":
             try:
                 D.diagnostic(str((q.get("args") or {}).get("diagnostic", "kl")))
             except ValueError as e:
                 raise ClaimError(f"{origin}: claim {cid}: quantity.args.diagnostic: {e}") from None
-        needs_versus = q["reduce"] in ("difference", "ratio", "brackets")
+        needs_versus = q["reduce"] in ("difference", "ratio", "brackets", "paired")
         if needs_versus != ("versus" in q):
             what = "needs" if needs_versus else "takes no"
             raise ClaimError(f"{origin}: claim {cid}: quantity.versus: reduce {q['reduce']} {what} versus")
@@ -681,16 +734,25 @@ def evaluate_claim(claims: Claims, c: Mapping[str, Any], data: Mapping[str, RunD
     if lack:
         res.reason = "not in these logs: " + "; ".join(missing_text(lack))
         return res
-    fn = QUANTITIES[q["fn"]]
     args = q.get("args") or {}
+    fn = (PAIRED if q["reduce"] == "paired" else QUANTITIES)[q["fn"]]
 
     def measured(sel: list[Run]) -> list[tuple[RunData, Any]]:
         rds = sorted((data[r.key] for r in sel), key=_order)
         return [(rd, fn(rd, **args)) for rd in rds]
 
+    def paired() -> list[tuple[RunData, Any]]:
+        by_seed = {data[r.key].run.seed: data[r.key] for r in theirs}
+        rds = sorted((data[r.key] for r in mine), key=_order)
+        return [(rd, fn(rd, by_seed[rd.run.seed], **args)) for rd in rds if rd.run.seed in by_seed]
+
     try:
-        versus = measured(theirs)
-        res.value = reduce_values(q, measured(mine), versus)
+        if q["reduce"] == "paired":
+            versus = [(data[r.key], None) for r in theirs]
+            res.value = reduce_values(q, paired(), versus)
+        else:
+            versus = measured(theirs)
+            res.value = reduce_values(q, measured(mine), versus)
     except ClaimError as e:
         raise ClaimError(f"claim {c['id']}: {e}") from None
     if q.get("per") == "frontier":  # say which N the value compares with: it follows from the data

@@ -1,0 +1,97 @@
+"""Claims that pair two arms seed by seed (reduce ``paired``) and count how many values reach a bound
+(``count_at_least``), on the cliff study's round-3 predictions (config/cliff-claims.yaml): each verdict
+follows the runs, and flips when the runs do."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+
+from coolsampler.results import claims as C
+from coolsampler.spec.metrics_schema import RunStatus
+from coolsampler.spec.study import load_study
+from coolsampler.testkit.synthetic import make_metrics
+
+REPO = Path(__file__).resolve().parents[2]
+CLAIMS = C.load_claims(REPO / "config" / "cliff-claims.yaml")
+RUNS = load_study(REPO / "config" / "cliff.yaml").runs
+
+
+def world(
+    onsets: dict[tuple[float, int, int], int | None],
+    kl: dict[tuple[float, int], float] | None = None,
+    behind: float = 0.0,
+) -> dict[str, C.RunData]:
+    """Every run of the study: a collapse at ``onsets[(Tb, N, seed)]`` (absent: none), a flat KL of
+    ``kl[(Tb, seed)]``, and the cooled runs ``behind`` the uncooled ones of their seed at every validation."""
+    out = {}
+    for r in RUNS:
+        m = make_metrics(r.N, r.steps, r.val_every, r.Tb.initial, onsets.get((r.Tb.initial, r.N, r.seed)), seed=r.seed)
+        m["val_acc"] = make_metrics(r.N, r.steps, r.val_every, 1.0, onsets.get((r.Tb.initial, r.N, r.seed)), seed=r.seed)[
+            "val_acc"
+        ] - (behind if r.Tb.initial < 1 else 0.0)
+        if kl is not None:
+            m["kl"] = kl.get((r.Tb.initial, r.seed), 0.1)
+        out[r.key] = C.RunData(r, m, RunStatus(True, r.steps, r.steps, []))
+    return out
+
+
+def verdicts(data: dict[str, C.RunData]) -> dict[str, tuple[str, object]]:
+    out = {}
+    for c in CLAIMS.claims:
+        r = C.evaluate_claim(CLAIMS, c, data, RUNS)
+        out[c["id"]] = (r.verdict, r.value)
+    return out
+
+
+HOT = {(1.0, 64, s): 40 for s in (1, 2, 3)}  # three of four uncooled runs collapse at step 40
+KL = {**{(1.0, s): 0.2 for s in (1, 2, 3, 4)}, **{(0.8, s): 0.08 for s in (1, 2, 3, 4)}}
+
+
+def test_the_headline_shape_reproduces_every_prediction() -> None:
+    v = verdicts(world(HOT, KL))
+    assert {k: verdict for k, (verdict, _) in v.items()} == {c["id"]: "reproduced" for c in CLAIMS.claims}
+    assert v["precondition-tb1-degrades"][1] == 3 and v["precondition-control-holds"][1] == 0
+    assert v["h1-kl-ratio"][1] == 4  # 0.2 / 0.08 = 2.5 in every seed
+    assert v["h2-cooled-later"][1] == [math.inf] * 3  # no cooled onset: infinitely later, seed 4 has no pair
+    assert v["h3-learning-not-slowed"][1] == pytest.approx(0.0, abs=1e-12)
+
+
+def test_a_cooled_collapse_soon_after_the_uncooled_one_fails_h2_but_one_later_passes() -> None:
+    v = verdicts(world({**HOT, (0.8, 64, 1): 48}, KL))
+    assert v["h2-cooled-later"] == ("differs", [48 / 40, math.inf, math.inf])
+    assert v["h2-cooled-holds"] == ("reproduced", 1)
+    v = verdicts(world({**HOT, (0.8, 64, 1): 64}, KL))
+    assert v["h2-cooled-later"] == ("reproduced", [64 / 40, math.inf, math.inf])
+    v = verdicts(world({**HOT, (0.8, 64, 1): 64, (0.8, 64, 2): 64}, KL))
+    assert v["h2-cooled-holds"][0] == v["not-falsified-cooled"][0] == "differs"
+
+
+def test_kl_ratios_are_counted_seed_by_seed_against_both_bounds() -> None:
+    kl = {**KL, (0.8, 3): 0.15, (0.8, 4): 0.15}  # seeds 3, 4: 1.33
+    v = verdicts(world(HOT, kl))
+    assert v["h1-kl-ratio"] == ("differs", 2) and v["not-falsified-kl"] == ("differs", 2)
+    kl = {**KL, (0.8, 4): 0.12}  # seed 4: 1.67, below 2 but above 1.5
+    v = verdicts(world(HOT, kl))
+    assert v["h1-kl-ratio"] == ("reproduced", 3) and v["not-falsified-kl"] == ("reproduced", 4)
+
+
+def test_a_cooled_run_behind_before_the_onset_fails_h3_and_the_precondition_reads_the_control() -> None:
+    v = verdicts(world(HOT, KL, behind=0.05))
+    assert v["h3-learning-not-slowed"][0] == "differs"
+    assert v["h3-learning-not-slowed"][1] == pytest.approx(-0.05, abs=1e-9)
+    v = verdicts(world({**HOT, (1.0, 8, 2): 48}, KL))
+    assert v["precondition-control-holds"] == ("differs", 1)
+    v = verdicts(world({(1.0, 64, 1): 40, (1.0, 64, 2): 40}, KL))
+    assert v["precondition-tb1-degrades"] == ("differs", 2)
+
+
+def test_a_paired_claim_checks_its_measure_by_name() -> None:
+    bad = {
+        "filters": CLAIMS.filters,
+        "claims": [{**CLAIMS.claims[4], "quantity": {"fn": "onset", "reduce": "paired", "versus": "tb1"}}],
+    }
+    with pytest.raises(C.ClaimError, match=r"quantity.fn: unknown paired measure 'onset' \(allowed: onset_ratio"):
+        C.check_claims(bad)
