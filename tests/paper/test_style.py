@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 from matplotlib.figure import Figure
+from matplotlib.table import Table
 
 from coolsampler.paper import diagnostics as PD
 from coolsampler.paper import plotting as P
@@ -108,3 +109,32 @@ def test_the_manual_states_the_style_s_numbers() -> None:
         f"{S.MIN_TEXT_PX:g} px tall",
     ):
         assert said in text, said
+
+
+def test_the_world_screen_is_legible_alone_and_under_figure_1(
+    demo: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A study's screen table (rule world_screen's figure, and the panel under its Figure 1): its cells
+    are text at the legend's size, and nothing runs into the caption or the footer."""
+    from coolsampler.paper.figures import screen_figure
+    from coolsampler.results.world_screen import screen_table
+    from coolsampler.spec.world import Screen
+
+    screen = Screen(("a", "b"), {"entropy": (0.2, 0.8), "offset": (None, 0.025)}, reference=("old",))
+    probes = {
+        n: {"world": f"{n}-0a1b2c3d", "entropy": 0.5, "offset": 0.02 + i / 100} for i, n in enumerate(screen.probed)
+    }
+    table = screen_table(screen, probes)
+    figs = _capture_figure(monkeypatch)
+    screen_figure(table, PROV, [tmp_path / "screen.png"])
+    render(
+        "fig1", demo_panels("fig1", demo), PROV, None, [tmp_path / "fig1.png"], None, DEMO_FIGURES["fig1"], screen=table
+    )
+    assert len(figs) == 2
+    for fig in figs:
+        _legible(fig)
+        cells = [c.get_text() for tab in fig.findobj(Table) for c in tab.get_celld().values()]
+        assert cells and min(c.get_fontsize() for c in cells) >= S.SMALL_PT
+        texts = [c.get_text() for c in cells]
+        assert any(t.startswith("0.0200 ") for t in texts), "the offset is shown to 4 decimals"
+        assert any(t.startswith("reference") for t in texts)

@@ -32,8 +32,8 @@ PLAN = C.plan(CLAIMS, RUNS)  # claim id -> the keys of the runs it reads
 UNCONSTRUCTIBLE: dict[str, str] = {}
 
 IDS = [c["id"] for c in CLAIMS.claims]
-CLIFF_CLAIMS = C.load_claims(REPO / "config" / "cliff-claims.yaml")
-CLIFF_RUNS = load_study(REPO / "config" / "cliff.yaml").runs
+CLIFF_CLAIMS = C.load_claims(REPO / "config" / "cliff-round2-claims.yaml")
+CLIFF_RUNS = load_study(REPO / "config" / "cliff-round2.yaml").runs
 
 
 def _claim(cid: str) -> dict[str, Any]:
@@ -258,7 +258,7 @@ def test_reported_claims_cover_every_diagnostic_and_state_no_paper_value() -> No
     assert not _claim("s31-kl-precedes-collapse").get("reported") and not _claim("s4-lead-uncooled").get("reported")
 
 
-# The cliff study's predictions that use a quantity of their own (config/cliff-claims.yaml: P4 the gap of
+# The cliff study's predictions that use a quantity of their own (config/cliff-round2-claims.yaml: P4 the gap of
 # two columns at a step, P5 a rise's lead), on its runs' shape (56 steps, validation every 8).
 @pytest.mark.parametrize("cid", ["p4-gap-shrinks", "p5-digit-error-leads"])
 def test_cliff_prediction_holds_at_its_bound_and_fails_shifted(cid: str) -> None:
@@ -293,7 +293,7 @@ def test_cli_reads_a_world_study_runs_by_the_study_their_run_yaml_names(tmp_path
             paths.append(str(d))
         return paths
 
-    assert main(["claims", *write("cliff"), "--claims", str(f), "--out", str(tmp_path / "rep")]) == 0
+    assert main(["claims", *write("cliff-round2"), "--claims", str(f), "--out", str(tmp_path / "rep")]) == 0
     assert list(pd.read_csv(tmp_path / "rep" / "claims.csv").verdict) == ["reproduced"]
     capsys.readouterr()
 
@@ -301,7 +301,7 @@ def test_cli_reads_a_world_study_runs_by_the_study_their_run_yaml_names(tmp_path
     assert main(["claims", *moved, "--claims", str(f)]) == 1
     err = capsys.readouterr().err
     assert "no single config/*.yaml here is study 'renamed'" in err and "--study FILE" in err
-    assert main(["claims", *moved, "--claims", str(f), "--study", str(REPO / "config" / "cliff.yaml")]) == 0
+    assert main(["claims", *moved, "--claims", str(f), "--study", str(REPO / "config" / "cliff-round2.yaml")]) == 0
     assert "reproduced p4-gap-shrinks" in capsys.readouterr().out
     with pytest.raises(SystemExit) as e:  # a study file that exists nowhere: argparse's usage error
         main(["claims", *moved, "--study", str(tmp_path / "none.yaml")])

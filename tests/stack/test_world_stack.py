@@ -62,7 +62,7 @@ def test_a_world_is_built_from_its_knobs_and_one_arm_trains_in_it(tmp_path) -> N
     (work / "tinyworld.yaml").write_text(yaml.safe_dump(STUDY))
     run = study_from_dict(STUDY, origin="tinyworld").runs[0]
     ident = run.model
-    assert run.key == f"{ident}/{ident}/N2_lr1e-4_tis_Tb0.8_Tl1_s1"
+    assert run.key == f"{ident}/{ident}/N2_lr1e-4_tis_Tb0.8_Tl1_s1_st4_v2"
 
     res = snakemake(
         "--configfile=tinyworld.yaml",
@@ -125,7 +125,8 @@ def test_a_world_is_built_from_its_knobs_and_one_arm_trains_in_it(tmp_path) -> N
     (work / "tinyworld.yaml").write_text(yaml.safe_dump(STUDY2))
     res = snakemake("--configfile=tinyworld.yaml", "--cores", "2", "-n", "results/tinyworld/fig1.pdf", cwd=work)
     assert res.returncode == 0, res.stderr[-3000:]
-    assert jobs(res.stdout, "world_model") and jobs(res.stdout, "world_data") and jobs(res.stdout, "train")
+    # (its runs wait for its screen: what trains is decided once the screen has run)
+    assert jobs(res.stdout, "world_model") and jobs(res.stdout, "world_probe") and jobs(res.stdout, "world_screen")
 
     # a longer run is a new run in the same world: its length is a run setting, not a knob
     STUDY3 = {**STUDY, "defaults": {**STUDY["defaults"], "steps": 6}}
@@ -133,3 +134,21 @@ def test_a_world_is_built_from_its_knobs_and_one_arm_trains_in_it(tmp_path) -> N
     res = snakemake("--configfile=tinyworld.yaml", "--cores", "2", "-n", "results/tinyworld/fig1.pdf", cwd=work)
     assert res.returncode == 0, res.stderr[-3000:]
     assert jobs(res.stdout, "train") and not jobs(res.stdout, "world_model") and not jobs(res.stdout, "world_data")
+
+    # a screen that rejects the world: the study stops after its screen, and its runs will not train
+    STUDY4 = {**STUDY, "screen": {**STUDY["screen"], "entropy": [0.0, 1e-6]}}
+    (work / "tinyworld.yaml").write_text(yaml.safe_dump(STUDY4))
+    res = snakemake("--configfile=tinyworld.yaml", "--cores", "2", cwd=work)
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert "No candidate meets every bound" in (work / "results" / "tinyworld" / "world_screen.md").read_text()
+    res = snakemake(
+        "--configfile=tinyworld.yaml",
+        "--cores",
+        "2",
+        "-n",
+        "--forcerun",
+        "figure",
+        "results/tinyworld/fig1.pdf",
+        cwd=work,
+    )
+    assert res.returncode != 0 and "which the study's screen did not choose (chosen: none" in res.stderr

@@ -237,6 +237,9 @@ def train_inputs(wildcards):
     )
     for name, path in markers.items():
         inputs[name] = path if changed else ancient(path)
+    gate = screen_gate(wildcards)  # a run in a screened world trains only in the one chosen (rules/world.smk)
+    if gate:
+        inputs["screen"] = gate
     return inputs
 
 

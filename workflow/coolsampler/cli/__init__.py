@@ -57,6 +57,8 @@ SUBCOMMANDS: tuple[Subcommand, ...] = (
                " training stack): prints 'ok KEY' or 'FAIL error' per run"),
     Subcommand("acceptance", "acceptance", "the acceptance check of a machine through the real stack (needs it):"
                " prints a table of checks and writes it to OUT/summary.md and summary.json"),
+    Subcommand("guard-threshold", "guard_threshold", "a staleness guard's thresholds from fixed-N run directories,"
+               " by the guard calibration's rule: prints N* and each signal's threshold with the readings behind it"),
     Subcommand("fingerprint", "fingerprint", "a study's models and runs, digit for digit, against the committed"
                " reference of each CPU family: prints 'matches' or the first step and metric that differ"),
 )  # fmt: skip

@@ -322,10 +322,25 @@ def fig1(
     _save(fig, outputs, provenance, "Figure 1: finite safe staleness; cooling extends it", both)
 
 
-def _screen_panel(ax: Axes, screen: pd.DataFrame) -> None:
+def screen_figure(screen: pd.DataFrame, provenance: Provenance, outputs: Sequence[str | Path]) -> None:
+    """A study's world screen on its own (rule world_screen): what it drew before any RL step, and
+    which world, if any, it chose."""
+    chosen = screen.loc[screen["chosen"], "world"]
+    verdict = (
+        f"chosen: {chosen.iloc[0]}, the first candidate in order that meets every bound"
+        if len(chosen)
+        else "no candidate meets every bound: the study stops after its screen, and the worlds are not retuned"
+    )
+    fig, ax = P.new_figure(9, 0.3 + 0.22 * (len(screen) + 1.8), caption=[verdict])
+    _screen_panel(ax[0, 0], screen, title="The world screen, before any RL step (\u2713 meets the study's bound)")
+    P.save(fig, outputs, provenance=provenance, title="World screen")
+
+
+def _screen_panel(ax: Axes, screen: pd.DataFrame, title: str | None = None) -> None:
     """(c) the world screen: each probed world's properties, a tick where a property meets the study's
     bound, the chosen world in bold."""
     from coolsampler.results.world_screen import LABELS as PROPERTY_LABELS
+    from coolsampler.results.world_screen import value_text
 
     props = [p for p in PROPERTY_LABELS if f"{p}_ok" in screen]
     head = ["world", *(f"{PROPERTY_LABELS[p]}\n{screen[f'{p}_bound'].iloc[0]}" for p in props), "verdict"]
@@ -333,17 +348,16 @@ def _screen_panel(ax: Axes, screen: pd.DataFrame) -> None:
     for _, r in screen.iterrows():
         row = [str(r["world"])]
         for p in props:
-            v = r[p]
-            row.append(
-                ("n/a" if v is None or pd.isna(v) else f"{float(v):.3f}") + (" \u2713" if r[f"{p}_ok"] else " \u2717")
-            )
+            row.append(value_text(p, r[p]) + (" \u2713" if r[f"{p}_ok"] else " \u2717"))
         verdict = "chosen" if r["chosen"] else ("meets all" if r["meets_all"] else "fails")
         row.append(verdict if r.get("candidate", True) else f"reference: {verdict}")
         cells.append(row)
         bold.append(bool(r["chosen"]))
     ax.axis("off")
     ax.set_title(
-        "(c) the world screen, before any RL step (\u2713 meets the study's bound)", loc="left", fontsize=S.TITLE_PT
+        title or "(c) the world screen, before any RL step (\u2713 meets the study's bound)",
+        loc="left",
+        fontsize=S.TITLE_PT,
     )
     table = ax.table(cellText=cells, colLabels=head, loc="upper center", cellLoc="center", colLoc="center")
     table.auto_set_font_size(False)

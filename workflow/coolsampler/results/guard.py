@@ -36,10 +36,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from coolsampler.results.analysis import validation, whole_run_mean
 from coolsampler.results.diagnostics import onset_of, training_series
+from coolsampler.spec.diagnostics import BY_NAME, trailing_median
 from coolsampler.spec.guard import Decision, GuardSpec, RefreshGate, schedule_from_refreshed
 
 
@@ -278,3 +280,76 @@ __all__ = [
     "run_refreshes",
     "schedule_line",
 ]
+
+
+# --------------------------------------------------------------------------------------------------
+# Calibration: a guard's threshold from the fixed-N frontier, by the rule the guard calibration study
+# writes before its runs (config/guard-calibration.yaml).
+
+
+def readings_at(metrics: pd.DataFrame, signal: str, window: int, staleness: int) -> list[float]:
+    """The guard's own reading (its signal through the trailing median of ``window`` values since the
+    last refresh, as ``RefreshGate`` reads it) at each step of a logged run where the sampler is
+    ``staleness`` steps old (the metrics' ``staleness``), one per cycle that reaches that age."""
+    values = training_series(metrics, BY_NAME[signal].column)
+    m = metrics[metrics["step"] > 0]
+    out = []
+    for _, row in m[m["staleness"] == staleness].iterrows():
+        cycle = m[(m["sampler_version"] == row["sampler_version"]) & (m["step"] <= row["step"])]
+        reading = trailing_median([values.get(int(s)) for s in cycle["step"]], window)
+        if reading is not None:
+            out.append(reading)
+    return out
+
+
+@dataclass
+class Calibration:
+    """N* and, per signal, the threshold and the readings it is the median of."""
+
+    N_star: int | None
+    degraded: dict[int, list[bool]]  # N -> per run (seed order), whether it has an onset
+    readings: dict[str, list[float]] = field(default_factory=dict)
+    thresholds: dict[str, float | None] = field(default_factory=dict)
+
+    def text(self, window: int) -> str:
+        lines = []
+        for N in sorted(self.degraded):
+            flags = self.degraded[N]
+            lines.append(f"N={N}: {sum(flags)} of {len(flags)} runs degrade")
+        if self.N_star is None:
+            lines.append("N*: none (every N has a degraded run): no threshold by the rule")
+            return "\n".join(lines)
+        lines.append(f"N* = {self.N_star} (the largest N none of whose runs degrade)")
+        for signal, t in self.thresholds.items():
+            d = BY_NAME[signal]
+            got = self.readings[signal]
+            shown = ", ".join(f"{v:.4g}" for v in got)
+            reading = f"median of {len(got)} readings at staleness {self.N_star - 1}" if got else "no reading"
+            value = "none" if t is None else f"{t:.4g}"
+            lines.append(
+                f"threshold {signal} ({d.label}, refresh when {'above' if d.above else 'below'} it): {value}"
+                f"  [{reading}, window {window}: {shown}]"
+            )
+        return "\n".join(lines)
+
+
+def calibrate(
+    runs: Sequence[tuple[Mapping[str, Any], pd.DataFrame]], signals: Sequence[str], window: int
+) -> Calibration:
+    """N* over fixed-N runs ``(settings, metrics)`` (the largest N with no onset on any run, Section 2),
+    then for each signal the median of the guard's reading at staleness N*-1 over every cycle of the N*
+    runs: the level a guard should refresh at to keep every cycle as young as N*'s."""
+    degraded: dict[int, list[bool]] = {}
+    for settings, metrics in runs:
+        degraded.setdefault(int(settings["N"]), []).append(onset_of(metrics) is not None)
+    N_star = largest_safe_N((N, any(flags)) for N, flags in degraded.items())
+    out = Calibration(N_star, degraded)
+    for signal in signals:
+        got: list[float] = []
+        if N_star is not None:
+            for settings, metrics in runs:
+                if int(settings["N"]) == N_star:
+                    got += readings_at(metrics, signal, window, N_star - 1)
+        out.readings[signal] = got
+        out.thresholds[signal] = float(np.median(got)) if got else None
+    return out

@@ -27,6 +27,14 @@ LABELS = {
 }
 
 
+# Decimals a property is shown with: enough to see which side of its bound it falls on.
+DECIMALS = {"entropy": 3, "tail_ratio": 3, "offset": 4, "error_link": 3}
+
+
+def value_text(prop: str, value: float | None) -> str:
+    return "n/a" if value is None or pd.isna(value) else f"{float(value):.{DECIMALS[prop]}f}"
+
+
 def within(value: float | None, bound: tuple[float | None, float | None]) -> bool:
     """Whether ``value`` lies in the closed interval ``bound`` (None: open on that side); a property the
     probe could not measure (no tail word sampled, say) never meets a bound."""
@@ -84,8 +92,7 @@ def screen_markdown(screen: Screen, table: pd.DataFrame) -> str:
     for _, r in table.iterrows():
         cells = [f"{r['world']} (`{r['ident']}`)"]
         for p in props:
-            v = r[p]
-            cells.append(("—" if v is None or pd.isna(v) else f"{v:.3f}") + (" ✓" if r[f"{p}_ok"] else " ✗"))
+            cells.append(value_text(p, r[p]) + (" ✓" if r[f"{p}_ok"] else " ✗"))
         verdict = "**chosen**" if r["chosen"] else ("meets all" if r["meets_all"] else "fails")
         cells.append(verdict if r["candidate"] else f"reference ({verdict.replace('**', '')})")
         lines.append("| " + " | ".join(cells) + " |")
@@ -100,4 +107,4 @@ def screen_markdown(screen: Screen, table: pd.DataFrame) -> str:
     return "\n".join(lines) + "\n"
 
 
-__all__ = ["LABELS", "chosen_world", "read_probes", "screen_markdown", "screen_table", "within"]
+__all__ = ["DECIMALS", "LABELS", "value_text", "chosen_world", "read_probes", "screen_markdown", "screen_table", "within"]
