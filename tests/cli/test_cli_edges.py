@@ -251,3 +251,22 @@ def test_a_subcommand_is_one_registry_line(monkeypatch, capsys) -> None:
     with pytest.raises(SystemExit):
         main(["--help"])
     assert "prints ran N" in capsys.readouterr().out
+
+
+def test_every_study_option_defaults_by_the_one_rule() -> None:
+    """A command about what the GPU machines run reads the paper's study; every other one reads the smoke
+    study, as `snakemake` does with no --configfile; each help line says which."""
+    from coolsampler.cli import GPU_COMMANDS, PAPER_STUDY, SMOKE_STUDY, build_parser, default_study
+
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    studies = {
+        name: next(a for a in p._actions if a.dest == "study")
+        for name, p in sub.choices.items()
+        if any(a.dest == "study" for a in p._actions)
+    }
+    assert GPU_COMMANDS <= set(studies) and {"runs", "plan", "status", "fingerprint"} <= set(studies)
+    for name, action in studies.items():
+        if action.default is None:  # figures, claims: the study the runs' run.yaml names
+            continue
+        assert action.default == default_study(name) == (PAPER_STUDY if name in GPU_COMMANDS else SMOKE_STUDY)
+        assert f"(default: {action.default})" in action.help, name

@@ -25,6 +25,10 @@ def test_blocks_are_judged_by_label_operand_and_running_sum_and_tail_words() -> 
     # parsing stops at a block that does not parse or carries another label
     assert block_errors(w, "A3B1C4=", "A3ab3C1aa4B4ba8") == [(False, False)]
     assert block_errors(w, "A3B1C4=", "xyz") == []
+    # a wrong sum carried on: against the true sums every later block is wrong, locally only the first
+    carried = "A3ab3B1aa5C4ba9"  # 3, then 5 (true 4), then 5 + 4 = 9 (true 8)
+    assert block_errors(w, "A3B1C4=", carried) == [(False, False), (False, True), (False, True)]
+    assert block_errors(w, "A3B1C4=", carried, local=True) == [(False, False), (False, True), (False, False)]
 
 
 def test_a_tail_word_makes_the_next_word_flatter_only_with_tail_zipf() -> None:
@@ -75,3 +79,4 @@ def test_cooling_the_sampler_cuts_the_tail_and_opens_an_offset(untrained) -> Non
     cooled = probe(world, model_dir, prompts=16, Tb=0.5)
     assert cooled["offset"] > 0
     assert cooled["tail_ratio"] is not None and cooled["free_positions"] > 0
+    assert set(cooled) >= {"error_link", "error_link_local", "p_wrong_tail", "p_wrong_none"}

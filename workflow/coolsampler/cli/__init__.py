@@ -24,6 +24,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from coolsampler.spec.layout import SMOKE_STUDY
+
 
 @dataclass(frozen=True)
 class Subcommand:
@@ -65,6 +67,19 @@ SUBCOMMANDS: tuple[Subcommand, ...] = (
 
 # Options naming a study or a claims file: found where the command runs, else among the shipped files.
 STUDY_FILE_OPTIONS = ("study", "overlay", "claims")
+
+# The study a command reads when no --study is given, by one rule: a command about what the GPU machines
+# run (verl's config for a run, its memory) reads the paper's study; one about what this machine trains,
+# plans or holds reads the smoke study, the one `snakemake` runs with no --configfile.
+PAPER_STUDY = "config/paper.yaml"
+GPU_COMMANDS = frozenset({"overrides", "verl-check", "memory"})
+DEFAULT_STUDY = "<the command's default study>"  # what a module passes as --study's default: set by the rule
+
+
+def default_study(command: str) -> str:
+    """The study file ``command`` reads when no --study is given (the rule above)."""
+    return PAPER_STUDY if command in GPU_COMMANDS else SMOKE_STUDY
+
 
 # The training stack's top-level modules: a subcommand that needs one (verl-check, acceptance, memory
 # --measure's stand-ins) in a light install (`pip install .`) says what to install, not a traceback.
@@ -140,6 +155,9 @@ def build_parser(only: str | None = None, *, lazy: bool = False) -> argparse.Arg
         for action in sub.choices[entry.name]._actions:  # study and claims files: found from any directory
             if action.dest in STUDY_FILE_OPTIONS and action.type is None:
                 action.type = study_file
+            if action.dest == "study" and action.default == DEFAULT_STUDY:  # the one rule, and its help says it
+                action.default = default_study(entry.name)
+                action.help = f"{action.help} (default: {action.default})"
     return ap
 
 

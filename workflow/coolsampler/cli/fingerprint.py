@@ -18,6 +18,7 @@ from typing import Any
 
 import yaml
 
+from coolsampler.cli import DEFAULT_STUDY
 from coolsampler.results import fingerprint as fpr
 from coolsampler.results.loaders import load_metrics
 from coolsampler.spec import numerics, shipped
@@ -25,7 +26,7 @@ from coolsampler.spec.provenance import git_commit
 from coolsampler.spec.study import Study
 from coolsampler.spec.world import study_worlds
 from coolsampler.train.overrides import training_study
-from coolsampler.train.paths import FINGERPRINTS, SMOKE_STUDY, Layout
+from coolsampler.train.paths import FINGERPRINTS, Layout
 from coolsampler.train.version import REPO
 
 
@@ -106,7 +107,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "fingerprint",
         help="compare a study's models and runs, digit for digit, with the references of each CPU family",
     )
-    f.add_argument("--study", default=SMOKE_STUDY, help="study config (default: %(default)s)")
+    f.add_argument("--study", default=DEFAULT_STUDY, help="study config")
     f.add_argument("--steps", type=int, default=None, help="fingerprint each run's first K steps (default: all)")
     f.add_argument(
         "--write", action="store_true", help="write this machine's fingerprint as its CPU family's reference"

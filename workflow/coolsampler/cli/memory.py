@@ -21,6 +21,7 @@ import json
 import sys
 from pathlib import Path
 
+from coolsampler.cli import DEFAULT_STUDY
 from coolsampler.spec.shipped import find_config
 from coolsampler.spec.study import StudyError, load_study
 from coolsampler.train import processes
@@ -38,7 +39,6 @@ from coolsampler.train.overrides import check_extra_overrides
 from coolsampler.train.platform import get_platform
 
 DEFAULT_PROFILE = "profiles/slurm/config.v8+.yaml"  # shipped files (coolsampler.spec.shipped)
-DEFAULT_STUDY = "config/paper.yaml"
 OVERLAY_HELP = (
     "a file merged over the study as snakemake merges a second --configfile (repeatable), e.g."
     " config/hardware/80gb.yaml: your own GPUs and what makes the runs fit them"
@@ -108,9 +108,7 @@ def _memory(args: argparse.Namespace) -> int:
 
 def register(sub: argparse._SubParsersAction) -> None:
     m = sub.add_parser("memory")
-    m.add_argument(
-        "--study", default=DEFAULT_STUDY, help="the study whose runs and machines to check (default: %(default)s)"
-    )
+    m.add_argument("--study", default=DEFAULT_STUDY, help="the study whose runs and machines to check")
     m.add_argument("--overlay", action="append", metavar="FILE", help=OVERLAY_HELP)
     m.add_argument(
         "--gpu-memory-gib",

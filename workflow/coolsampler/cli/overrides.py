@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 
+from coolsampler.cli import DEFAULT_STUDY
 from coolsampler.train.overrides import env_for, overrides_for
 from coolsampler.train.platform import PLATFORMS
 
@@ -25,7 +26,7 @@ def _overrides(args: argparse.Namespace) -> int:
 def register(sub: argparse._SubParsersAction) -> None:
     o = sub.add_parser("overrides")
     o.add_argument("key", help="run key, e.g. qwen2.5-math-1.5b/gsm8k/N192_lr2e-6_tis_Tb0.8_Tl1_s43")
-    o.add_argument("--study", default="config/paper.yaml", help="study config (default: %(default)s)")
+    o.add_argument("--study", default=DEFAULT_STUDY, help="study config")
     o.add_argument("--platform", choices=list(PLATFORMS), help="default: the study's profile")
     o.add_argument("--env", action="store_true", help="print the job's environment instead (NAME=value lines)")
     o.set_defaults(func=_overrides)

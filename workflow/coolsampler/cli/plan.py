@@ -41,6 +41,7 @@ from typing import Any
 
 import yaml
 
+from coolsampler.cli import DEFAULT_STUDY
 from coolsampler.cli.memory import OVERLAY_HELP
 from coolsampler.cli.status import hmm, read_records, refresh_lines, step_times
 from coolsampler.spec.settings import PAPER_RECIPE, step_seconds
@@ -48,7 +49,7 @@ from coolsampler.spec.shipped import PROFILES as PROFILE_DIR
 from coolsampler.spec.shipped import ROOT
 from coolsampler.spec.study import Run, Study, StudyError, load_study
 from coolsampler.train.overrides import check_extra_overrides
-from coolsampler.train.paths import SMOKE_STUDY, Layout
+from coolsampler.train.paths import Layout
 from coolsampler.train.platform import Platform, get_platform
 from coolsampler.train.version import REPO
 
@@ -504,7 +505,7 @@ def _plan(args: argparse.Namespace) -> int:
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("plan")
-    p.add_argument("--study", default=SMOKE_STUDY, help="study config (default: %(default)s)")
+    p.add_argument("--study", default=DEFAULT_STUDY, help="study config")
     p.add_argument(
         "--run", action="append", metavar="KEY", help="plan only this run of the study (repeatable; `coolsampler runs`)"
     )

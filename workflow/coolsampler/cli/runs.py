@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import argparse
 
+from coolsampler.cli import DEFAULT_STUDY
 from coolsampler.train.overrides import training_study
-from coolsampler.train.paths import SMOKE_STUDY
 
 
 def _runs(args: argparse.Namespace) -> int:
@@ -20,6 +20,6 @@ def _runs(args: argparse.Namespace) -> int:
 
 def register(sub: argparse._SubParsersAction) -> None:
     r = sub.add_parser("runs")
-    r.add_argument("--study", default=SMOKE_STUDY, help="study config (default: %(default)s)")
+    r.add_argument("--study", default=DEFAULT_STUDY, help="study config")
     r.add_argument("--source", action="store_true", help="also print where each run comes from (tab-separated)")
     r.set_defaults(func=_runs)

@@ -46,10 +46,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from coolsampler.cli import DEFAULT_STUDY
 from coolsampler.results.metrics import column_value, read_jsonl
 from coolsampler.spec.study import Run, Study
 from coolsampler.train.overrides import training_study
-from coolsampler.train.paths import SMOKE_STUDY, Layout
+from coolsampler.train.paths import Layout
 from coolsampler.train.platform import get_platform
 
 STALL_STEPS = 10  # a validation or a checkpoint save takes a few steps' time: ten is not yet a stall
@@ -338,6 +339,6 @@ def _status(args: argparse.Namespace) -> int:
 
 def register(sub: argparse._SubParsersAction) -> None:
     s = sub.add_parser("status")
-    s.add_argument("--study", default=SMOKE_STUDY, help="study config (default: %(default)s)")
+    s.add_argument("--study", default=DEFAULT_STUDY, help="study config")
     s.add_argument("--results", help="results directory (default: the study's results:)")
     s.set_defaults(func=_status)

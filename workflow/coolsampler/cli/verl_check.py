@@ -14,6 +14,7 @@ import logging
 import sys
 import warnings
 
+from coolsampler.cli import DEFAULT_STUDY
 from coolsampler.train.platform import PLATFORMS
 
 
@@ -44,6 +45,6 @@ def _verl_check(args: argparse.Namespace) -> int:
 
 def register(sub: argparse._SubParsersAction) -> None:
     v = sub.add_parser("verl-check")
-    v.add_argument("--study", default="config/paper.yaml", help="study config (default: %(default)s)")
+    v.add_argument("--study", default=DEFAULT_STUDY, help="study config")
     v.add_argument("--platform", choices=list(PLATFORMS), help="default: the study's profile")
     v.set_defaults(func=_verl_check)

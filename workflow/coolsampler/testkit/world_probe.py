@@ -12,7 +12,9 @@ the world's own validation prompts:
 * ``offset``: KL(q_Tb || p) per answer token on samples drawn at Tb, the exact sum over the vocabulary of
   what verl's k1 estimate reads at step 1, before any weight moves (the tempering alone);
 * ``error_link``: P(block wrong | a tail word in it) - P(block wrong | none), over the blocks of T=1
-  samples; a block is wrong if its label, operand or running sum is.
+  samples; a block is wrong if its operand or its running sum is (against the true sum);
+* ``error_link_local``: the same with a block's sum judged against the sum the answer wrote before it
+  plus its own operand (``block_errors``: the model carries its own mistakes on).
 
 The distributions come from one forward pass over each sampled sequence, not from the sampler's own
 scores, so the numbers do not depend on how ``generate`` processes logits. Torch and transformers only
@@ -63,22 +65,38 @@ def _logits(model, seqs):
         return model(input_ids=seqs, attention_mask=torch.ones_like(seqs)).logits.double()
 
 
-def block_errors(world: World, prompt: str, response: str) -> list[tuple[bool, bool]]:
+def block_errors(world: World, prompt: str, response: str, *, local: bool = False) -> list[tuple[bool, bool]]:
     """(has a tail word, is wrong) for each block of a response that parses, in order; stops at the first
-    block that does not parse or carries the wrong label."""
+    block that does not parse or carries the wrong label.
+
+    A block is wrong if its operand is not the prompt's digit or its sum is not the true running sum;
+    ``local``: or not its own operand added to the sum the response wrote in the block before. The true
+    sum counts every block after a wrong one as wrong when the model carries its own sum on (it does:
+    measured on round 3's worlds), so its link mixes a block's words with its predecessors' mistakes; the
+    local one asks only whether this block's step went wrong."""
     operands = chain.prompt_digits(prompt)
     sums = chain.running_sums(operands)
     words = world.words()
     out = []
-    pos = 0
+    pos, previous = 0, 0
     for i, (operand, total) in enumerate(zip(operands, sums, strict=True)):
         m = _BLOCK.match(response, pos)
         if m is None or m[1] != LABELS[i]:
             break
         tail = any(w in words and words.index(w) >= TAIL_RANK - 1 for w in m[3])
-        out.append((tail, m[2] != operand or m[4] != total))
-        pos = m.end()
+        want = str((previous + int(m[2])) % 10) if local else total
+        out.append((tail, m[2] != operand or m[4] != want))
+        previous, pos = int(m[4]), m.end()
     return out
+
+
+def _link(blocks: list[tuple[bool, bool]]) -> tuple[float | None, float | None, float | None]:
+    """P(wrong | a tail word), P(wrong | none) and their difference, over ``blocks``."""
+    with_tail = [wrong for tail, wrong in blocks if tail]
+    without = [wrong for tail, wrong in blocks if not tail]
+    p_tail = sum(with_tail) / len(with_tail) if with_tail else None
+    p_none = sum(without) / len(without) if without else None
+    return p_tail, p_none, (p_tail - p_none if p_tail is not None and p_none is not None else None)
 
 
 def probe(world: World, model_dir: str | Path, *, prompts: int = 512, Tb: float = 0.8, seed: int = 0) -> dict[str, Any]:
@@ -113,13 +131,10 @@ def probe(world: World, model_dir: str | Path, *, prompts: int = 512, Tb: float 
             tails_p += float(p[:, tail_ids].sum())
             tails_q += float(q[:, tail_ids].sum())
             free += int(at.sum())
-    blocks = [
-        be
-        for b, n in enumerate(lengths)
-        for be in block_errors(world, val[b], tok.decode(seqs[b, plen : plen + n].tolist(), skip_special_tokens=True))
-    ]
-    with_tail = [wrong for tail, wrong in blocks if tail]
-    without = [wrong for tail, wrong in blocks if not tail]
+    answers = [tok.decode(seqs[b, plen : plen + n].tolist(), skip_special_tokens=True) for b, n in enumerate(lengths)]
+    blocks = [be for p, a in zip(val, answers, strict=True) for be in block_errors(world, p, a)]
+    local = [be for p, a in zip(val, answers, strict=True) for be in block_errors(world, p, a, local=True)]
+    p_tail, p_none, link = _link(blocks)
 
     # samples at Tb: the step-1 offset KL(q_Tb || p) per answer token
     seqs_b, plen_b, lengths_b = _sample(model, tok, world, val, Tb, seed + 1)
@@ -132,10 +147,6 @@ def probe(world: World, model_dir: str | Path, *, prompts: int = 512, Tb: float 
         kl += float((lq.exp() * (lq - lp)).sum())
         tokens_b += n
 
-    def rate(xs: list[bool]) -> float | None:
-        return sum(xs) / len(xs) if xs else None
-
-    p_tail, p_none = rate(with_tail), rate(without)
     return {
         "world": world.ident,
         "prompts": len(val),
@@ -145,11 +156,12 @@ def probe(world: World, model_dir: str | Path, *, prompts: int = 512, Tb: float 
         "tail_ratio": tails_p / tails_q if tails_q > 0 else None,
         "tail_mass": tails_p / free if free else None,
         "offset": kl / tokens_b,
-        "error_link": p_tail - p_none if p_tail is not None and p_none is not None else None,
+        "error_link": link,
         "p_wrong_tail": p_tail,
         "p_wrong_none": p_none,
-        "blocks_tail": len(with_tail),
-        "blocks_none": len(without),
+        "error_link_local": _link(local)[2],
+        "blocks_tail": sum(tail for tail, _ in blocks),
+        "blocks_none": sum(not tail for tail, _ in blocks),
         "free_positions": free,
         "answer_tokens": tokens,
     }
