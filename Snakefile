@@ -104,21 +104,6 @@ include: "workflow/rules/analysis.smk"
 include: "workflow/rules/claims.smk"
 
 
-def all_targets(wildcards):
-    """Everything the study defines; a study whose screen chose none of its worlds stops after the
-    screen (rules/world.smk), with its table and figure."""
-    if not screen_allows_training():
-        return screen_targets()
-    return [
-        *study_targets(),
-        *run_curve_targets(),
-        *run_diagnostic_targets(),
-        *claims_targets(),
-        *leads_targets(),
-        *screen_targets(),
-    ]
-
-
 rule all:
     default_target: True
     input:

@@ -126,7 +126,9 @@ def test_a_world_is_built_from_its_knobs_and_one_arm_trains_in_it(tmp_path) -> N
     res = snakemake("--configfile=tinyworld.yaml", "--cores", "2", "-n", "results/tinyworld/fig1.pdf", cwd=work)
     assert res.returncode == 0, res.stderr[-3000:]
     # (its runs wait for its screen: what trains is decided once the screen has run)
-    assert jobs(res.stdout, "world_model") and jobs(res.stdout, "world_probe") and "checkpoint world_screen:" in res.stdout
+    assert (
+        jobs(res.stdout, "world_model") and jobs(res.stdout, "world_probe") and "checkpoint world_screen:" in res.stdout
+    )
 
     # a longer run is a new run in the same world: its length is a run setting, not a knob
     STUDY3 = {**STUDY, "defaults": {**STUDY["defaults"], "steps": 6}}

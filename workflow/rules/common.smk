@@ -6,6 +6,8 @@ import subprocess
 import sys
 from dataclasses import dataclass
 
+import pandas as pd
+
 from coolsampler.train.paths import Layout, REHEARSAL_MODEL, run_paths
 from coolsampler.train.platform import Platform, get_platform
 from coolsampler.train.rehearsal import (
@@ -16,6 +18,7 @@ from coolsampler.train.rehearsal import (
 )
 from coolsampler.spec.study import Study
 from coolsampler.spec.world import study_screen, study_worlds
+from coolsampler.results.world_screen import chosen_world
 from coolsampler.spec.targets import TARGETS, PanelSpec, panel_filters
 
 LAYOUT = Layout.from_config(config, R)
@@ -53,6 +56,71 @@ WORLDS = {w.ident: w for w in WORLDS_BY_NAME.values()}
 WORLD_RE = "|".join(re.escape(k) for k in WORLDS) or "(?!)"
 # Its world screen (`screen:`), or None (rules world_probe, world_screen).
 SCREEN = study_screen(STUDY.raw, STUDY.name)
+
+
+# ---- the world screen (rules/world.smk): what trains waits for it ----------------------------
+
+
+def screen_targets():
+    return [f"{R}/world_screen.md", f"{R}/world_screen.png"] if SCREEN else []
+
+
+def screen_probes(wildcards=None):
+    return {
+        name: f"{R}/screen/{WORLDS_BY_NAME[name].ident}.json" for name in SCREEN.probed
+    }
+
+
+def screen_choice():
+    """The ident of the world the screen chose, or None (the checkpoint must have run)."""
+    table = pd.read_csv(checkpoints.world_screen.get().output.tsv, sep="\t")
+    name = chosen_world(table)
+    return WORLDS_BY_NAME[name].ident if name else None
+
+
+def screened_runs():
+    """The study's runs that train in one of its screened worlds."""
+    screened = {WORLDS_BY_NAME[n].ident for n in SCREEN.probed} if SCREEN else set()
+    return [r for r in STUDY.runs if r.model in screened]
+
+
+def screen_allows_training():
+    """Whether every run in a screened world trains in the one the screen chose."""
+    runs = screened_runs()
+    return not runs or all(r.model == screen_choice() for r in runs)
+
+
+def screen_gate(wildcards):
+    """A train job's dependence on the screen: a run in a screened world waits for the screen and
+    trains only in the world it chose; any other run does not depend on it."""
+    if wildcards.root != R or run_of(wildcards).key not in {
+        r.key for r in screened_runs()
+    }:
+        return []
+    chosen = screen_choice()
+    run = run_of(wildcards)
+    if run.model != chosen:
+        raise WorkflowError(
+            f"run {run.key} trains in world {run.model}, which the study's screen did not choose"
+            f" (chosen: {chosen or 'none'}; {R}/world_screen.md): set defaults.model/task to the chosen"
+            " world, or, where none was chosen, the study stops after its screen"
+        )
+    return [checkpoints.world_screen.get().output.tsv]
+
+
+def all_targets(wildcards):
+    """Everything the study defines; a study whose screen chose none of its worlds stops after the
+    screen (rules/world.smk), with its table and figure."""
+    if not screen_allows_training():
+        return screen_targets()
+    return [
+        *study_targets(),
+        *run_curve_targets(),
+        *run_diagnostic_targets(),
+        *claims_targets(),
+        *leads_targets(),
+        *screen_targets(),
+    ]
 
 
 def world_of(wildcards):
@@ -237,7 +305,9 @@ def train_inputs(wildcards):
     )
     for name, path in markers.items():
         inputs[name] = path if changed else ancient(path)
-    gate = screen_gate(wildcards)  # a run in a screened world trains only in the one chosen (rules/world.smk)
+    gate = screen_gate(
+        wildcards
+    )  # a run in a screened world trains only in the one chosen (rules/world.smk)
     if gate:
         inputs["screen"] = gate
     return inputs

@@ -1,8 +1,3 @@
-import pandas as pd
-
-from coolsampler.results.world_screen import chosen_world
-
-
 # Generated chain worlds (a study's `worlds:`; coolsampler.spec.world holds the knobs, coolsampler.testkit.chain
 # makes them): D/<name>-<key>/{train,val}.parquet and S/models/<name>-<key>/, the key over the knobs and the
 # generator's code, so a changed knob builds a new world beside the old one.
@@ -45,52 +40,8 @@ rule world_model:
 # The study's world screen (SCREEN, `screen:`; coolsampler.spec.world.Screen): each candidate's warm-started
 # model probed with no RL step (R/screen/<world>-<key>.json), then judged by the study's bounds
 # (R/world_screen.md|tsv|png). A checkpoint: a study whose runs train in a screened world trains them
-# only if the screen chose that world (screen_gate); otherwise `snakemake` stops after the screen.
-
-
-def screen_targets():
-    return [f"{R}/world_screen.md", f"{R}/world_screen.png"] if SCREEN else []
-
-
-def screen_probes(wildcards=None):
-    return {
-        name: f"{R}/screen/{WORLDS_BY_NAME[name].ident}.json" for name in SCREEN.probed
-    }
-
-
-def screen_choice():
-    """The ident of the world the screen chose, or None (the checkpoint must have run)."""
-    table = pd.read_csv(checkpoints.world_screen.get().output.tsv, sep="\t")
-    name = chosen_world(table)
-    return WORLDS_BY_NAME[name].ident if name else None
-
-
-def screened_runs():
-    """The study's runs that train in one of its screened worlds."""
-    screened = {WORLDS_BY_NAME[n].ident for n in SCREEN.probed} if SCREEN else set()
-    return [r for r in STUDY.runs if r.model in screened]
-
-
-def screen_allows_training():
-    """Whether every run in a screened world trains in the one the screen chose."""
-    runs = screened_runs()
-    return not runs or all(r.model == screen_choice() for r in runs)
-
-
-def screen_gate(wildcards):
-    """A train job's dependence on the screen: a run in a screened world waits for the screen and
-    trains only in the world it chose; any other run does not depend on it."""
-    if wildcards.root != R or run_of(wildcards).key not in {r.key for r in screened_runs()}:
-        return []
-    chosen = screen_choice()
-    run = run_of(wildcards)
-    if run.model != chosen:
-        raise WorkflowError(
-            f"run {run.key} trains in world {run.model}, which the study's screen did not choose"
-            f" (chosen: {chosen or 'none'}; {R}/world_screen.md): set defaults.model/task to the chosen"
-            " world, or, where none was chosen, the study stops after its screen"
-        )
-    return [checkpoints.world_screen.get().output.tsv]
+# only if the screen chose that world (screen_gate, rules/common.smk); otherwise `snakemake` stops after
+# the screen.
 
 
 rule world_probe:

@@ -110,7 +110,7 @@ def run_snakemake_target(smk: Any, kind: str) -> None:
         options = getattr(smk.params, "options", None) or {}
         selection = getattr(smk.params, "selection", None)
         outs = [str(o) for o in smk.output]
-        screen = getattr(smk.input, "screen", None)  # a study's world screen, beside its Figure 1
+        screen = getattr(getattr(smk, "input", None), "screen", None)  # a study's world screen, beside its Figure 1
         if screen:
             import pandas as pd
 
