@@ -153,4 +153,4 @@ def test_a_world_is_built_from_its_knobs_and_one_arm_trains_in_it(tmp_path) -> N
         "results/tinyworld/fig1.pdf",
         cwd=work,
     )
-    assert res.returncode != 0 and "which the study's screen did not choose (chosen: none" in res.stderr
+    assert res.returncode != 0 and "which the study's screen did not choose (chosen: none" in res.stdout + res.stderr

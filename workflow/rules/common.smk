@@ -4,7 +4,7 @@
 import re
 import subprocess
 import sys
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 import pandas as pd
 

@@ -75,7 +75,9 @@ checkpoint world_screen:
     log:
         f"{R}/logs/world_screen.log",
     params:
-        screen=SCREEN,
+        # a plain mapping, not the Screen: Snakemake compares only representable params, so changed
+        # bounds rerun the screen
+        screen=asdict(SCREEN) if SCREEN else None,
         study=STUDY.name,
     script:
         "../scripts/world_screen.py"
