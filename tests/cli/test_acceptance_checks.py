@@ -348,16 +348,16 @@ def test_the_plan_has_a_resume_arm_and_the_broken_gate_runs_the_staleness_arm_al
     world = acc.World(tmp_path / "m", "toy", "", tmp_path / "t.parquet", tmp_path / "v.parquet")
     recipe = acc.acceptance_recipe("cpu", 256)
     o = acc.arm_overrides(resume, world, tmp_path, "cpu", recipe, 0)
-    assert "trainer.save_freq=2" in o and "+trainer.refresh_interval=4" in o
+    assert "trainer.save_freq=2" in o and "trainer.refresh_interval=4" in o
     assert "trainer.save_freq=-1" in acc.arm_overrides(plan["staleness"], world, tmp_path, "cpu", recipe, 0)
     (broken,) = arms(acc.Options(platform="cpu", steps=4, break_gate=True))
     assert broken.name == "staleness" and broken.faults == ("refresh-every-step",) and broken.tap
 
 
 def test_the_broken_gate_fault_pushes_the_fresh_learner_after_every_step_but_a_refresh():
-    """``refresh-every-step`` in verl's driver: after the gate's own step end (its metrics, its refresh or
-    its wake on the stale weights), a push of the learner's weights without the snapshot, except after
-    a refresh, which pushed them already."""
+    """``refresh-every-step`` in verl's driver: after the gate's own step end (its metrics and its
+    refresh), a push of the learner's weights without the snapshot, except after a refresh (the step's
+    own decision), which pushed them already."""
     from types import SimpleNamespace
 
     from coolsampler.testkit import faults
@@ -367,8 +367,8 @@ def test_the_broken_gate_fault_pushes_the_fresh_learner_after_every_step_but_a_r
     class PPOTrainerSync:
         global_steps = 0
 
-        def _refresh_interval(self):
-            return 4
+        def _decide_refresh(self, metrics):
+            return SimpleNamespace(refresh=self.global_steps % 4 == 0)
 
         def _push(self, snapshot=None, fresh_version=None):
             calls.append(("push", snapshot))
@@ -425,8 +425,7 @@ def test_the_undone_restore_fault_gives_a_resumed_sampler_the_learner():
     calls = []
 
     class PPOTrainerSync:
-        def _refresh_interval(self):
-            return 4
+        coolsampler_keys = SimpleNamespace(refresh_interval=4)
 
         def _push(self, snapshot=None, fresh_version=None):
             calls.append((snapshot, fresh_version))

@@ -52,39 +52,38 @@ def test_overrides_carry_the_guard_and_the_schedule_to_the_gate(study_path: Path
     paths = RunPaths("m", "t", "v", "o")
 
     def gate_keys(run) -> list[str]:
-        return [o for o in verl_overrides(run, paths) if o.startswith("+trainer.refresh_")]
+        return [o for o in verl_overrides(run, paths) if o.startswith("trainer.refresh_")]
 
     assert gate_keys(plain) == [
-        "+trainer.refresh_interval=32",
-        "+trainer.refresh_guard=null",
-        "+trainer.refresh_schedule=null",
+        "trainer.refresh_interval=32",
+        "trainer.refresh_guard=null",
+        "trainer.refresh_schedule=null",
     ]
     assert gate_keys(guarded) == [
-        "+trainer.refresh_interval=32",
-        "+trainer.refresh_guard={signal:probs_diff,threshold:0.1,window:3,min:2}",
-        "+trainer.refresh_schedule=null",
+        "trainer.refresh_interval=32",
+        "trainer.refresh_guard={signal:probs_diff,threshold:0.1,window:3,min:2}",
+        "trainer.refresh_schedule=null",
     ]
     assert gate_keys(scheduled) == [
-        "+trainer.refresh_interval=34",
-        "+trainer.refresh_guard=null",
-        "+trainer.refresh_schedule=[10,30]",
+        "trainer.refresh_interval=34",
+        "trainer.refresh_guard=null",
+        "trainer.refresh_schedule=[10,30]",
     ]
     assert main(["overrides", GUARD_KEY, "--study", str(study_path)]) == 0
-    assert "+trainer.refresh_guard={signal:probs_diff" in capsys.readouterr().out
+    assert "trainer.refresh_guard={signal:probs_diff" in capsys.readouterr().out
 
 
 def test_the_gate_built_from_verls_config_is_the_runs(study_path: Path) -> None:
     """What verl composes from those overrides builds the run's own gate in the trainer."""
     pytest.importorskip("verl")
     from coolsampler.train.verl_config import compose_config
-    from coolsampler.worker.refresh import gate_from_config
+    from coolsampler.worker import trainer_keys
+    from coolsampler.worker.refresh import gate_from_keys
 
     study = load_study(study_path)
     for run in study.runs:
-        cfg = compose_config(
-            [o for o in verl_overrides(run, RunPaths("m", "t", "v", "o")) if o.startswith("+trainer.")]
-        )
-        gate = gate_from_config(cfg.trainer)
+        cfg = compose_config([o for o in verl_overrides(run, RunPaths("m", "t", "v", "o")) if o.startswith("trainer.")])
+        gate = gate_from_keys(trainer_keys.read(cfg.trainer, implements_gate=True, trainer_name="sync"))
         assert (gate.N, gate.guard, gate.schedule) == (run.N, run.guard, run.schedule), run.key
 
 

@@ -77,7 +77,7 @@ def test_kills_at_every_stage_of_a_save_lose_no_complete_checkpoint_and_leave_no
     second = _attempt_lines((out / "train.log").read_text(), 2)
     assert second[1].startswith("no complete checkpoint: starting from step 0 (global_step_3:")
     assert second[2].startswith("removed global_step_3 (verl's tracker")
-    found = find_checkpoints(ckpt, refresh_interval=2)
+    found = find_checkpoints(ckpt)
     assert found.complete == [3]  # upstream verl deleted step 3's actor/ at the end of step 6's save
     assert list(found.incomplete) == [6] and "tracker" in found.incomplete[6]
     assert (ckpt / "global_step_6" / "actor" / "model_world_size_2_rank_1.pt").is_file()  # written, not counted
@@ -88,7 +88,7 @@ def test_kills_at_every_stage_of_a_save_lose_no_complete_checkpoint_and_leave_no
     third = _attempt_lines((out / "train.log").read_text(), 3)
     assert third[1].startswith("resuming from the complete checkpoint of step 3 (not complete: global_step_6:")
     assert third[2].startswith("removed global_step_6 (verl's tracker")
-    found = find_checkpoints(ckpt, refresh_interval=2)
+    found = find_checkpoints(ckpt)
     assert found.complete == [3] and list(found.incomplete) == [6]
 
     # 4. resumes from step 3 again and finishes
@@ -102,7 +102,7 @@ def test_kills_at_every_stage_of_a_save_lose_no_complete_checkpoint_and_leave_no
     assert all("critic/rewards/mean" in rec[t] for t in range(1, 7))
     # no orphan: neither the checkpoint resumed from nor anything a killed attempt wrote
     assert sorted(p.name for p in ckpt.iterdir()) == ["global_step_6", "latest_checkpointed_iteration.txt"]
-    assert find_checkpoints(ckpt, refresh_interval=2).complete == [6]
+    assert find_checkpoints(ckpt).complete == [6]
     assert sorted(p.name for p in (ckpt / "global_step_6" / "actor").glob("sampler_snapshot*")) == [
         "sampler_snapshot_world_size_2_rank_0.pt",
         "sampler_snapshot_world_size_2_rank_1.pt",

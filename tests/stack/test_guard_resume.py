@@ -51,7 +51,7 @@ def test_a_guard_run_resumed_at_its_firing_without_a_snapshot_ends_as_the_uninte
         share.unlink()
     time.sleep(0.05)  # a tracker strictly newer than the directory the unlink touched, on any clock granularity
     (ckpt / TRACKER).write_text("3")
-    assert incomplete(ckpt / "global_step_3", 3, read_tracker(ckpt), RUN.N) is None
+    assert incomplete(ckpt / "global_step_3", 3, read_tracker(ckpt)) is None
 
     resumed = records(run_stack(RUN.key, world, tmp_path / "resumed", recipe=RECIPE, extra=KEEP_BOTH))
     log = (tmp_path / "resumed" / "train.log").read_text()

@@ -4,7 +4,9 @@ the stack: a fake checkpoint manager stands for the replicas and records every p
 What it pins: verl's precondition for a colocated push ("before update_weights: rollout should be
 in sleep mode") holds at every push, also around validation; N=1 is upstream's behaviour exactly
 (one push a step, staleness 0, no validation push); a stale validation costs two pushes, a fresh
-one none; waking on kept weights needs every replica to have slept at level 1.
+one none; every step samples from awake replicas (after a step without a refresh they sleep on until
+the next step begins, then wake on the weights they kept); waking on kept weights needs every replica
+to have slept at level 1.
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ import pytest
 from omegaconf import OmegaConf
 from verl.trainer.ppo.v1 import trainer_sync
 from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
+
+from coolsampler.worker import trainer_keys
 
 
 class FakeReplicas:
@@ -54,11 +58,11 @@ class FakeReplicas:
         self._push(sampler_snapshot, global_steps)
 
 
-def trainer(n: int, steps: int = 6, test_freq: int = 2, *, level: int = 1, resume_at: int = 0):
+def trainer(n: int, steps: int = 6, test_freq: int = 2, *, level: int = 1, resume_at: int = 0, guard=None):
     t = object.__new__(PPOTrainerSync)
     t.config = OmegaConf.create(
         {
-            "trainer": {"refresh_interval": n, "test_freq": test_freq},
+            "trainer": {"refresh_interval": n, "refresh_guard": guard, "test_freq": test_freq},
             "actor_rollout_ref": {"rollout": {"free_cache_engine": True}},
         }
     )
@@ -67,6 +71,10 @@ def trainer(n: int, steps: int = 6, test_freq: int = 2, *, level: int = 1, resum
     t.timing_raw = {}
     t.curr_step_profile = False
     t.checkpoint_manager = FakeReplicas(level)
+    t.coolsampler_keys = trainer_keys.read(t.config.trainer, implements_gate=True, trainer_name="sync")
+    if resume_at:  # what _load_checkpoint restores: the gate's state saved with the checkpoint
+        for s in range(1, resume_at + 1):
+            t._gate().decide(s)
     return t
 
 
@@ -80,6 +88,8 @@ def fit(t) -> list[dict]:
     for step in range(t.global_steps + 1, t.total_training_steps + 1):
         t.global_steps = step
         cm.events.append(("step", step))
+        t.on_step_begin()
+        assert cm.awake, f"step {step} samples from sleeping replicas"  # the replay buffer's generation
         t.on_sample_end()
         t.on_step_end()
         logged.append(dict(t._pending_sync_metrics))
@@ -119,9 +129,11 @@ def test_a_stale_validation_pushes_fresh_then_the_stale_sampler_back_each_into_s
     assert [m["staleness/staleness"] for m in logged] == [0, 1, 2, 0, 1, 2]
     ev = t.checkpoint_manager.events
     at = ev.index(("step", 2))
-    # step 2 (stale, validates): no wake on kept weights; fresh push; sleep; the stale sampler back
+    # step 2 (stale, validates): it samples on the kept weights; no wake on them after it; fresh push;
+    # sleep; the stale sampler back, awake for step 3
     assert ev[at : ev.index(("step", 3))] == [
         ("step", 2),
+        ("push", "keep", 2),
         ("sleep",),
         ("validate", 2),
         ("push", None, 2),
@@ -131,13 +143,13 @@ def test_a_stale_validation_pushes_fresh_then_the_stale_sampler_back_each_into_s
     # step 3 refreshes; step 4 is a stale validation again; step 6 refreshes, so validates fresh
     assert [p[1:] for p in pushes(ev)] == [
         ("save", 0),
-        ("keep", 1),
+        ("keep", 2),
         (None, 2),
         ("load", 2),
         ("save", 3),
         (None, 4),
         ("load", 4),
-        ("keep", 5),
+        ("keep", 6),
         ("save", 6),
     ]
 
@@ -153,7 +165,7 @@ def test_waking_on_kept_weights_refuses_replicas_that_slept_at_level_2():
     t = trainer(3, level=2)
     with pytest.raises(RuntimeError, match=r"levels \[2, 2\].*needs 1"):
         fit(t)
-    assert ("push", "keep", 1) not in t.checkpoint_manager.events
+    assert ("push", "keep", 2) not in t.checkpoint_manager.events
 
 
 def test_the_server_records_the_level_it_slept_at(monkeypatch):

@@ -6,7 +6,6 @@ returns), the push follows in ``on_step_end``, and a resume restores the gate's 
 from __future__ import annotations
 
 import pytest
-from omegaconf import OmegaConf
 from verl.trainer.ppo.v1 import trainer_sync
 
 from coolsampler.worker import refresh
@@ -21,10 +20,8 @@ def _ray_get_is_identity(monkeypatch):
     monkeypatch.setattr(trainer_sync.ray, "get", lambda x: x)
 
 
-def guarded(resume_at: int = 0, steps: int = 8):
-    t = trainer(4, steps=steps, test_freq=0, resume_at=resume_at)
-    t.config.trainer.refresh_guard = OmegaConf.create(GUARD)
-    return t
+def guarded(resume_at: int = 0, steps: int = 8, guard: dict = GUARD):
+    return trainer(4, steps=steps, test_freq=0, resume_at=resume_at, guard=guard)
 
 
 def fit(t, kill_after_save: int | None = None, save_to=None) -> list[dict]:
@@ -37,6 +34,7 @@ def fit(t, kill_after_save: int | None = None, save_to=None) -> list[dict]:
     for step in range(t.global_steps + 1, t.total_training_steps + 1):
         t.global_steps = step
         cm.events.append(("step", step))
+        t.on_step_begin()
         t.on_sample_end()
         t._decide_refresh({"training/rollout_probs_diff_mean": SIGNAL[step]})  # the end of PPOTrainerSync.step
         if save_to is not None:
@@ -63,8 +61,7 @@ def test_the_sampler_is_refreshed_where_the_guard_fires_and_after_n_steps():
 
 
 def test_the_interval_still_bounds_the_guard():
-    t = guarded(steps=8)
-    t.config.trainer.refresh_guard.threshold = 0.5  # never fires: refreshes every N = 4
+    t = guarded(steps=8, guard={**GUARD, "threshold": 0.5})  # never fires: refreshes every N = 4
     logged = fit(t)
     assert [m["staleness/refreshed"] for m in logged] == [0, 0, 0, 1, 0, 0, 0, 1]
     assert not any(m["guard/fired"] for m in logged)

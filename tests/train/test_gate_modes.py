@@ -49,9 +49,7 @@ def test_only_the_sync_trainer_implements_the_gate():
 
 @pytest.mark.parametrize("mode", OTHER_MODES)
 def test_other_trainer_modes_refuse_a_refresh_interval(mode):
-    config = verl_config(
-        f"trainer.v1.trainer_mode={mode}", "+trainer.refresh_interval=4", *MODE_OVERRIDES.get(mode, [])
-    )
+    config = verl_config(f"trainer.v1.trainer_mode={mode}", "trainer.refresh_interval=4", *MODE_OVERRIDES.get(mode, []))
     with pytest.raises(ValueError, match=rf"trainer\.refresh_interval=4 .*trainer\.v1\.trainer_mode={mode}$"):
         trainer_base.get_trainer_cls(mode)(config)
 
@@ -61,4 +59,4 @@ def test_the_legacy_trainer_refuses_a_refresh_interval():
     from verl.trainer.main_ppo import main
 
     with pytest.raises(ValueError, match=r"trainer\.refresh_interval=4 .*trainer\.use_v1=true"):
-        main(verl_config("trainer.use_v1=false", "+trainer.refresh_interval=4"))
+        main(verl_config("trainer.use_v1=false", "trainer.refresh_interval=4"))

@@ -37,10 +37,10 @@ def _stale(snap: SamplerSnapshot) -> dict[str, torch.Tensor]:
     return dict(snap.replay())
 
 
-def _resume(snap: SamplerSnapshot, actor_dir: Path, refresh_interval: int) -> str | None:
+def _resume(snap: SamplerSnapshot, actor_dir: Path) -> str | None:
     """What the patched load_checkpoint does with the snapshot: check first, then (after the actor's own
     load) read this rank's share."""
-    share = snap.needed(actor_dir, refresh_interval)
+    share = snap.needed(actor_dir)
     if share:
         snap.restore(share)
     return share
@@ -97,10 +97,12 @@ def test_fp32_snapshot_on_the_cpu_stack_is_exact():
         assert torch.equal(snap.tensors[name], t)
 
 
-def test_a_push_says_which_step_it_acted_on(capsys):
-    """Every rank prints the refresh it pushed (the two-rank rehearsal compares the ranks' lines)."""
-    dict(_snap("float32", 1, 2).through(iter(_master(0).items()), step=12))
-    assert "staleness gate: rank 1 pushed the weights of step 12" in capsys.readouterr().out
+def test_a_push_says_which_step_it_acted_on(caplog):
+    """Every rank logs the refresh it pushed, through a module logger at verl's level (the two-rank
+    rehearsal compares the ranks' lines)."""
+    with caplog.at_level("INFO", logger="coolsampler.worker.snapshot"):
+        dict(_snap("float32", 1, 2).through(iter(_master(0).items()), step=12))
+    assert "staleness gate: rank 1 pushed the weights of step 12" in caplog.messages
 
 
 def test_nothing_to_push_back_before_a_refresh_or_a_checkpoint():
@@ -118,13 +120,13 @@ def test_checkpoint_round_trip_reads_back_into_the_same_buffers(tmp_path):
     saved = {n: t.clone() for n, t in snap.tensors.items()}
     storage = {n: t.untyped_storage().data_ptr() for n, t in snap.tensors.items()}
     _refresh(snap, _master(4))  # the learner moves on; the checkpoint holds the older sampler
-    _resume(snap, tmp_path, 1)
+    _resume(snap, tmp_path)
     assert {n: t.untyped_storage().data_ptr() for n, t in snap.tensors.items()} == storage
     for name, t in saved.items():
         assert torch.equal(snap.tensors[name], t)
 
     fresh = _snap("bfloat16")  # a restarted run: no snapshot until the checkpoint is read
-    _resume(fresh, tmp_path, 1)
+    _resume(fresh, tmp_path)
     pushed = _stale(fresh)
     assert list(pushed) == list(saved)  # the push order is the first refresh's
     for name, t in saved.items():
@@ -132,15 +134,22 @@ def test_checkpoint_round_trip_reads_back_into_the_same_buffers(tmp_path):
 
 
 def test_resuming_inside_a_cycle_without_the_snapshot_fails_at_once_naming_it(tmp_path):
-    inside = tmp_path / "global_step_6" / "actor"  # a checkpoint older than the gate's file: 6 % 4 != 0
+    inside = tmp_path / "global_step_6" / "actor"  # the gate's state: the sampler of step 4 at step 6
+    _gate(inside.parent, sampler_version=4)
     inside.mkdir(parents=True)
     with pytest.raises(FileNotFoundError, match=r"global_step_6/actor/sampler_snapshot_world_size_1_rank_0\.pt"):
-        _resume(_snap("bfloat16"), inside, 4)
+        _resume(_snap("bfloat16"), inside)
 
-    at_refresh = tmp_path / "global_step_8" / "actor"  # 8 % 4 == 0: the sampler is fresh, nothing to restore
+    at_refresh = tmp_path / "global_step_8" / "actor"  # refreshed at 8: the sampler is fresh, nothing to restore
+    _gate(at_refresh.parent, sampler_version=8)
     at_refresh.mkdir(parents=True)
     fresh = _snap("bfloat16")
-    assert _resume(fresh, at_refresh, 4) is None and fresh.empty
+    assert _resume(fresh, at_refresh) is None and fresh.empty
+
+    unknown = tmp_path / "global_step_12" / "actor"  # no gate state: the snapshot is required
+    unknown.mkdir(parents=True)
+    with pytest.raises(FileNotFoundError, match=r"global_step_12/actor/sampler_snapshot"):
+        _resume(_snap("bfloat16"), unknown)
 
 
 def test_the_gate_state_decides_not_the_step_mod_n(tmp_path):
@@ -151,13 +160,13 @@ def test_the_gate_state_decides_not_the_step_mod_n(tmp_path):
     _gate(fired, sampler_version=3)
     (fired / "actor").mkdir()
     snap = _snap("float32")
-    assert _resume(snap, fired / "actor", 4) is None and snap.empty
+    assert _resume(snap, fired / "actor") is None and snap.empty
 
     stale = tmp_path / "global_step_8"
     _gate(stale, sampler_version=5)
     (stale / "actor").mkdir()
     with pytest.raises(FileNotFoundError, match=r"resuming at step 8 needs the stale sampler"):
-        _resume(_snap("float32"), stale / "actor", 4)
+        _resume(_snap("float32"), stale / "actor")
 
 
 # --------------------------------------------------------------------------------------------------
@@ -221,7 +230,7 @@ def _split_save_push_resume(rank: int, tmp: Path) -> None:
 
     # a restarted run (no snapshot in memory) resumes from the checkpoint and pushes the stale sampler
     fresh = _snap("bfloat16")
-    _resume(fresh, ckpt, 4)
+    _resume(fresh, ckpt)
     assert set(fresh.tensors) == set(mine)
     restored = _stale(fresh)
     assert list(restored) == list(first) and all(torch.equal(restored[n], want[n]) for n in want)
@@ -243,7 +252,7 @@ def _resume_without_one_share(rank: int, tmp: Path) -> None:
         (ckpt / "sampler_snapshot_world_size_2_rank_1.pt").unlink()
     torch.distributed.barrier()
     with pytest.raises(FileNotFoundError, match=r"missing: \S*sampler_snapshot_world_size_2_rank_1\.pt"):
-        _snap("bfloat16").needed(ckpt, 4)  # both ranks refuse before any collective: neither waits
+        _snap("bfloat16").needed(ckpt)  # both ranks refuse before any collective: neither waits
 
 
 def test_a_missing_share_fails_every_rank_before_any_collective(tmp_path):

@@ -90,10 +90,10 @@ def test_overrides_follow_section_2(key: str, overrides: dict[str, dict[str, str
     assert run.steps == 300 or run.replicate == "cut"  # 300 updates; a cut run is logged as far as it got
     # the two knobs of the paper: learner temperature (1, or tied) and refresh interval N
     if run.Tl == "tied":
-        assert o["+trainer.learner_temperature"] == "null"
+        assert o["trainer.learner_temperature"] == "null"
     else:
-        assert num(o["+trainer.learner_temperature"]) == 1.0
-    assert int(o["+trainer.refresh_interval"]) == run.N
+        assert num(o["trainer.learner_temperature"]) == 1.0
+    assert int(o["trainer.refresh_interval"]) == run.N
     assert int(o["data.seed"]) == run.seed
     # four GPUs per run
     assert int(o["trainer.n_gpus_per_node"]) == 4

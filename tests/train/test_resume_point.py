@@ -15,9 +15,11 @@ from pathlib import Path
 
 import pytest
 
+from coolsampler.spec.guard import RefreshGate, make_gate
 from coolsampler.train.checkpoints import clear, find_checkpoints, resume_point
 from coolsampler.train.launch import logged_step
 from coolsampler.worker.checkpoint_files import TRACKER, commit, read_tracker
+from coolsampler.worker.refresh import save as save_gate
 
 WORLD = 2
 
@@ -34,11 +36,20 @@ def _pt(path: Path) -> None:
         z.writestr("archive/data.pkl", b"x" * 64)
 
 
+def _gate(step: int, refresh_interval: int) -> RefreshGate:
+    """The refresh gate of a fixed N as the driver holds it after deciding ``step``."""
+    gate = make_gate(refresh_interval)
+    for s in range(1, step + 1):
+        gate.decide(s)
+    return gate
+
+
 def _save(root: Path, step: int, stop_after: str | None = None, refresh_interval: int = 4, keep: int = 1) -> None:
     """verl's save of ``step``, in its order, stopped after the named stage (None: all of it)."""
     actor = root / f"global_step_{step}" / "actor"
     stages = [
         ("mkdir", lambda: actor.mkdir(parents=True, exist_ok=True)),
+        ("gate", lambda: save_gate(_gate(step, refresh_interval), actor.parent)),
         *[
             (f"snapshot {r}", lambda r=r: _pt(actor / f"sampler_snapshot_world_size_{WORLD}_rank_{r}.pt"))
             for r in range(WORLD)
@@ -51,7 +62,7 @@ def _save(root: Path, step: int, stop_after: str | None = None, refresh_interval
             for r in range(WORLD)
         ],
         ("data.pt", lambda: _pt(actor.parent / "data.pt")),
-        ("commit", lambda: commit(root, step, keep, refresh_interval)),
+        ("commit", lambda: commit(root, step, keep)),
     ]
     for name, do in stages:
         do()
@@ -60,7 +71,7 @@ def _save(root: Path, step: int, stop_after: str | None = None, refresh_interval
 
 
 def _ov(root: Path, n: int = 4) -> list[str]:
-    return [f"trainer.default_local_dir={root}", f"+trainer.refresh_interval={n}"]
+    return [f"trainer.default_local_dir={root}", f"trainer.refresh_interval={n}"]
 
 
 def _at(root: Path, step: int) -> list[str]:
@@ -124,7 +135,7 @@ def test_the_commit_retires_the_previous_checkpoint_only_after_the_tracker(tmp_p
     assert read_tracker(root).step == 3 and not (root / f"{TRACKER}.tmp").exists()
     _save(root, 6)
     assert sorted(p.name for p in root.iterdir()) == ["global_step_6", TRACKER]
-    assert find_checkpoints(root, 4).complete == [6]
+    assert find_checkpoints(root).complete == [6]
 
 
 def test_keep_counts_only_complete_checkpoints(tmp_path):
@@ -134,7 +145,7 @@ def test_keep_counts_only_complete_checkpoints(tmp_path):
     _save(root, 9, keep=2)
     assert sorted(p.name for p in root.glob("global_step_*")) == ["global_step_3", "global_step_9"]
     _save(root, 12, keep=None)  # verl's None: keep all
-    assert find_checkpoints(root, 4).complete == [3, 9, 12]
+    assert find_checkpoints(root).complete == [3, 9, 12]
 
 
 def test_a_retirement_cut_short_leaves_the_new_checkpoint_and_goes_at_the_next_commit(tmp_path):
@@ -143,7 +154,7 @@ def test_a_retirement_cut_short_leaves_the_new_checkpoint_and_goes_at_the_next_c
     _save(root, 6, keep=None)
     for p in sorted((root / "global_step_3" / "actor").iterdir())[:2]:  # the rmtree killed after two files
         p.unlink()
-    found = find_checkpoints(root, 4)
+    found = find_checkpoints(root)
     assert found.complete == [6] and set(found.incomplete) == {3}
     assert resume_point(_ov(root), 6).overrides == _at(root, 6)
     _save(root, 9)
@@ -156,7 +167,7 @@ def test_a_torn_file_is_no_checkpoint(tmp_path):
     _save(root, 3)
     shard = root / "global_step_3" / "actor" / f"model_world_size_{WORLD}_rank_0.pt"
     shard.write_bytes(shard.read_bytes()[: shard.stat().st_size // 2])
-    assert find_checkpoints(root, 4).incomplete == {3: f"cut short: actor/model_world_size_{WORLD}_rank_0.pt"}
+    assert find_checkpoints(root).incomplete == {3: f"cut short: actor/model_world_size_{WORLD}_rank_0.pt"}
 
 
 def test_a_rewrite_under_a_stale_tracker_is_no_checkpoint(tmp_path):
@@ -166,7 +177,7 @@ def test_a_rewrite_under_a_stale_tracker_is_no_checkpoint(tmp_path):
     _save(root, 6)
     _later(root / "global_step_6" / "actor" / "fsdp_config.json")
     _later(root / "global_step_6" / "actor" / f"model_world_size_{WORLD}_rank_0.pt")
-    why = find_checkpoints(root, 4).incomplete[6]
+    why = find_checkpoints(root).incomplete[6]
     assert why.startswith("written after verl's tracker") and "actor/fsdp_config.json" in why
     assert resume_point(_ov(root), 6).overrides == START_OVER
 
@@ -220,7 +231,7 @@ def test_a_resume_clears_what_is_newer_and_sets_the_tracker_back(tmp_path):
         "removed global_step_6 (complete, but not covered by the log)",
         f"verl's tracker {TRACKER} set back to step 3 (it was at step 6)",
     ]
-    assert read_tracker(root).step == 3 and find_checkpoints(root, 4).complete == [3]
+    assert read_tracker(root).step == 3 and find_checkpoints(root).complete == [3]
     assert clear(resume_point(_ov(root), 5)) == []  # nothing left to clear
 
 
@@ -233,8 +244,12 @@ def test_a_checkpoint_inside_a_cycle_needs_every_snapshot_share(tmp_path):
     # a save that never wrote the share: the removal must not also move the folder's time past the
     # tracker's (which reads as a later rewrite; whether it does depends on the clock's tick)
     os.utime(actor, ns=(before.st_atime_ns, before.st_mtime_ns))
-    assert find_checkpoints(root, 4).incomplete == {3: f"missing actor/sampler_snapshot_world_size_{WORLD}_rank_1.pt"}
-    assert find_checkpoints(root, 3).complete == [3]  # at a refresh (3 % 3 == 0) the sampler is fresh: not needed
+    assert find_checkpoints(root).incomplete == {3: f"missing actor/sampler_snapshot_world_size_{WORLD}_rank_1.pt"}
+    _save(root, 6, refresh_interval=3)
+    (root / "global_step_6" / "actor" / f"sampler_snapshot_world_size_{WORLD}_rank_1.pt").unlink()
+    (root / TRACKER).write_text("6")  # written last, as verl does
+    # at a refresh (the gate's state: the sampler of step 6) the sampler is fresh: no share needed
+    assert find_checkpoints(root).complete == [6]
     _save(root, 4, refresh_interval=1)
     assert resume_point(_ov(root, 1), 4).overrides == _at(root, 4)  # N=1 writes no snapshot
 

@@ -11,11 +11,16 @@ import pytest
 
 from coolsampler.spec.guard import make_gate
 from coolsampler.spec.metrics_schema import COLUMNS
-from coolsampler.worker import refresh
+from coolsampler.worker import refresh, trainer_keys
 
 GUARD = {"signal": "probs_diff", "threshold": 0.1, "window": 1, "min": 1}
 # probs_diff per step as verl logs it (training/rollout_probs_diff_mean): past 0.1 at steps 3 and 6
 SIGNAL = {1: 0.01, 2: 0.05, 3: 0.2, 4: 0.02, 5: 0.09, 6: 0.3, 7: 0.01, 8: 0.02}
+
+
+def gate_of(trainer: dict):
+    """The gate patch 0001 builds from verl's ``trainer`` section (through the one reader of its keys)."""
+    return refresh.gate_from_keys(trainer_keys.read(trainer, implements_gate=True, trainer_name="sync"))
 
 
 def metrics(step: int) -> dict[str, float]:
@@ -32,15 +37,15 @@ def run(gate, steps, start: int = 1) -> list[tuple[int, bool, str | None]]:
 
 def test_a_guard_free_gate_refreshes_after_every_nth_step_as_the_patch_did():
     for n in (1, 2, 3, 5):
-        gate = refresh.gate_from_config({"refresh_interval": n})
+        gate = gate_of({"refresh_interval": n})
         assert [t for t, r, _ in run(gate, 8) if r] == [t for t in range(1, 9) if t % n == 0]
     # an absent or null guard/schedule in verl's config is the plain gate
-    gate = refresh.gate_from_config({"refresh_interval": 4, "refresh_guard": None, "refresh_schedule": None})
+    gate = gate_of({"refresh_interval": 4, "refresh_guard": None, "refresh_schedule": None})
     assert gate.guard is None and gate.schedule is None and gate.N == 4
 
 
 def test_the_guard_reads_the_steps_signal_from_the_reduced_metrics():
-    gate = refresh.gate_from_config({"refresh_interval": 4, "refresh_guard": GUARD})
+    gate = gate_of({"refresh_interval": 4, "refresh_guard": GUARD})
     # fires at 3 and 6 (signal); 4 steps after 6 would be 10: past the run
     assert [(t, why) for t, r, why in run(gate, 8) if r] == [(3, "signal"), (6, "signal")]
     # the same from the logged values, replayed offline (what analyze --guard does)
@@ -49,19 +54,19 @@ def test_the_guard_reads_the_steps_signal_from_the_reduced_metrics():
 
 
 def test_under_mu_grpo_the_guard_reads_the_losss_kl():
-    gate = refresh.gate_from_config({"refresh_interval": 8, "refresh_guard": {"signal": "kl", "threshold": 0.1}})
+    gate = gate_of({"refresh_interval": 8, "refresh_guard": {"signal": "kl", "threshold": 0.1}})
     assert not refresh.decide(gate, 1, {"actor/rollout_corr/kl": 0.05}).refresh
     d = refresh.decide(gate, 2, {"actor/rollout_corr/kl": 0.2})
     assert (d.refresh, d.reason, d.reading) == (True, "signal", 0.2)
 
 
 def test_a_schedule_refreshes_at_its_steps():
-    gate = refresh.gate_from_config({"refresh_interval": 5, "refresh_schedule": [2, 7]})
+    gate = gate_of({"refresh_interval": 5, "refresh_schedule": [2, 7]})
     assert [t for t, r, _ in run(gate, 8) if r] == [2, 7]
 
 
 def test_every_step_logs_the_gates_metrics_under_the_schemas_keys():
-    gate = refresh.gate_from_config({"refresh_interval": 4, "refresh_guard": {**GUARD, "window": 3}})
+    gate = gate_of({"refresh_interval": 4, "refresh_guard": {**GUARD, "window": 3}})
     sources = {s for _, _, keys in COLUMNS.values() for s in keys}
     version, logged = 0, []
     for t in range(1, 9):
@@ -82,18 +87,18 @@ def test_every_step_logs_the_gates_metrics_under_the_schemas_keys():
 
 def test_the_state_round_trips_through_the_checkpoint(tmp_path):
     config = {"refresh_interval": 4, "refresh_guard": {**GUARD, "window": 3}}
-    gate = refresh.gate_from_config(config)
+    gate = gate_of(config)
     run(gate, 5)
     folder = tmp_path / "global_step_5"
     path = refresh.save(gate, folder)
     assert json.loads(open(path).read()) == gate.state_dict()
-    back = refresh.restore(refresh.gate_from_config(config), 5, folder)
+    back = refresh.restore(gate_of(config), 5, folder)
     assert back.state_dict() == gate.state_dict()
     # another guard is refused, and a file of another step
     with pytest.raises(ValueError, match="parameters changed"):
-        refresh.restore(refresh.gate_from_config({"refresh_interval": 5, "refresh_guard": GUARD}), 5, folder)
+        refresh.restore(gate_of({"refresh_interval": 5, "refresh_guard": GUARD}), 5, folder)
     with pytest.raises(ValueError, match="holds step 5"):
-        refresh.restore(refresh.gate_from_config(config), 6, folder)
+        refresh.restore(gate_of(config), 6, folder)
 
 
 @pytest.mark.parametrize("kill_at", [3, 4, 6])
@@ -101,13 +106,13 @@ def test_a_kill_between_a_firing_and_its_push_resumes_to_the_same_decisions(tmp_
     """The trainer decides step k before saving its checkpoint; killed before the push, the resumed run
     reads step k's decision back (the sampler gets step k's weights) and goes on as if never stopped."""
     config = {"refresh_interval": 4, "refresh_guard": GUARD}
-    whole = refresh.gate_from_config(config)
+    whole = gate_of(config)
     uninterrupted = run(whole, 8)
-    first = refresh.gate_from_config(config)
+    first = gate_of(config)
     run(first, kill_at)
     refresh.save(first, tmp_path / f"global_step_{kill_at}")
     # ... killed here: the push of step kill_at never happened
-    resumed = refresh.restore(refresh.gate_from_config(config), kill_at, tmp_path / f"global_step_{kill_at}")
+    resumed = refresh.restore(gate_of(config), kill_at, tmp_path / f"global_step_{kill_at}")
     version = refresh.resume_version(resumed, kill_at)
     fired = dict((t, r) for t, r, _ in uninterrupted)
     assert version == max([0] + [t for t in range(1, kill_at + 1) if fired[t]])
@@ -115,15 +120,14 @@ def test_a_kill_between_a_firing_and_its_push_resumes_to_the_same_decisions(tmp_
     assert run(resumed, 8, start=kill_at + 1) == uninterrupted[kill_at:]
 
 
-def test_a_checkpoint_without_the_gate_file_replays_a_fixed_gate_and_refuses_a_guard(tmp_path):
-    gate = refresh.restore(make_gate(3), 7, tmp_path)  # no refresh_gate.json there
-    assert (gate.last_step, gate.sampler_version, gate.refreshes) == (7, 6, 2)
-    assert refresh.resume_version(gate, 7) == 6
-    sched = refresh.restore(make_gate(5, schedule=[2, 4]), 3, None)
-    assert refresh.resume_version(sched, 3) == 2
-    with pytest.raises(FileNotFoundError, match="resuming a guard run at step 7 needs"):
-        refresh.restore(make_gate(4, GUARD), 7, tmp_path)
+def test_a_checkpoint_without_the_gate_file_is_refused_never_replayed(tmp_path):
+    """The gate's state is part of a complete checkpoint: no resume guesses it from step mod N."""
+    for gate in (make_gate(3), make_gate(4, GUARD)):
+        with pytest.raises(FileNotFoundError, match="resuming at step 7 needs the refresh gate's state"):
+            refresh.restore(gate, 7, tmp_path)
     assert refresh.resume_version(make_gate(4), 0) == 0
+    with pytest.raises(ValueError, match="has decided step 0, not the checkpoint.s 7"):  # its state never read
+        refresh.resume_version(make_gate(4), 7)
 
 
 def test_a_missing_or_non_finite_signal_is_no_reading():
@@ -135,14 +139,14 @@ def test_a_missing_or_non_finite_signal_is_no_reading():
 
 def test_a_checkpoint_is_inside_a_cycle_where_the_gates_state_says_so(tmp_path):
     """Which checkpoints must hold the stale sampler's snapshot (coolsampler.worker.checkpoint_files):
-    a guard's, where its sampler is older than the step; without the gate's file, step mod N."""
+    a guard's, where its sampler is older than the step, never step mod N; without a readable state, every one."""
     from coolsampler.worker.checkpoint_files import stale_at
 
     gate = make_gate(4, GUARD)
     for t in range(1, 5):
         gate.decide(t, SIGNAL[t])  # fires at 3; 4 is inside the new cycle
         refresh.save(gate, tmp_path / f"global_step_{t}")
-    assert [stale_at(tmp_path / f"global_step_{t}", t, 4) for t in range(1, 5)] == [True, True, False, True]
-    assert [stale_at(tmp_path / "none", t, 4) for t in (3, 4)] == [True, False]
+    assert [stale_at(tmp_path / f"global_step_{t}", t) for t in range(1, 5)] == [True, True, False, True]
+    assert [stale_at(tmp_path / "none", t) for t in (3, 4)] == [True, True]
     (tmp_path / "global_step_4" / refresh.GATE_FILE).write_text("{")
-    assert stale_at(tmp_path / "global_step_4", 4, 4)
+    assert stale_at(tmp_path / "global_step_4", 4)

@@ -164,7 +164,7 @@ def _break_gate(module: ModuleType) -> None:
 
     def broken_on_step_end(self):
         on_step_end(self)
-        if self.global_steps % self._refresh_interval() != 0:
+        if not self._decide_refresh({}).refresh:  # the step's own decision, made in step()
             self._push(snapshot=None)
 
     broken_on_step_end._coolsampler_fault = True
@@ -179,7 +179,7 @@ def _undo_restore(module: ModuleType) -> None:
         return
 
     def fresh_on_init_end(self):
-        stale = self.global_steps % self._refresh_interval()
+        stale = self.global_steps % self.coolsampler_keys.refresh_interval  # the fault: a fixed N's grid
         if not stale:
             return on_init_end(self)
         self._push(snapshot=None, fresh_version=self.global_steps - stale)

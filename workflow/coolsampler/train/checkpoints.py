@@ -36,12 +36,12 @@ class Found:
     tracker_garbled: bool = False
 
 
-def find_checkpoints(root: Path, refresh_interval: int = 1) -> Found:
+def find_checkpoints(root: Path) -> Found:
     """Every ``global_step_k`` under ``root``, complete or not (with the reason)."""
     tracker = read_tracker(root)
     complete, broken = [], {}
     for k, p in step_dirs(root).items():
-        why = incomplete(p, k, tracker, refresh_interval)
+        why = incomplete(p, k, tracker)
         if why is None:
             complete.append(k)
         else:
@@ -77,8 +77,7 @@ def resume_point(overrides: list[str], logged: int) -> ResumePoint:
     root = _override(overrides, "trainer.default_local_dir")
     if root is None:
         return ResumePoint([], "no checkpoint directory")
-    n = int(_override(overrides, "trainer.refresh_interval") or 1)
-    found = find_checkpoints(Path(root), n)
+    found = find_checkpoints(Path(root))
     skipped = "; ".join(f"global_step_{k}: {why}" for k, why in found.incomplete.items())
     if found.tracker_garbled:
         skipped = f"{TRACKER} unreadable, checkpoints judged by their files" + (f"; {skipped}" if skipped else "")

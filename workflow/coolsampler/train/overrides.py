@@ -28,6 +28,7 @@ from coolsampler.spec.validate import bare_key, check_extra_syntax
 from coolsampler.train.container import IMAGE_ATTENTION
 from coolsampler.train.paths import Layout, RunPaths, run_paths
 from coolsampler.train.platform import get_platform
+from coolsampler.worker.trainer_keys import TrainerKeys
 
 
 def recipe_for(run: Run, study_recipe: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -98,6 +99,17 @@ def reward_overrides(run: Run) -> dict[str, Any]:
     return {f"{key}.path": str(Path(file).resolve()), f"{key}.name": fn}
 
 
+def trainer_keys(run: Run) -> TrainerKeys:
+    """The run's values of the patches' trainer keys (``coolsampler.worker.trainer_keys``)."""
+    return TrainerKeys(
+        refresh_interval=run.N,
+        refresh_guard=run.guard.to_config() if run.guard is not None else None,
+        refresh_schedule=run.schedule,
+        learner_temperature=None if run.Tl == "tied" else float(run.Tl),
+        sampler_temperature_spec=None if run.Tb.kind == "fixed" else run.Tb.to_config(),
+    )
+
+
 def verl_overrides(
     run: Run,
     paths: RunPaths,
@@ -151,14 +163,10 @@ def verl_overrides(
         "actor_rollout_ref.rollout.val_kwargs.do_sample": False,  # greedy validation
         "actor_rollout_ref.rollout.val_kwargs.temperature": 0,
         "actor_rollout_ref.rollout.val_kwargs.n": 1,
-        # the patches: staleness gate and decoupled temperature
-        "+trainer.refresh_interval": run.N,
-        # the refresh gate's guard or schedule (coolsampler.worker.refresh; N is then the longest interval)
-        "+trainer.refresh_guard": run.guard.to_config() if run.guard is not None else None,
-        "+trainer.refresh_schedule": list(run.schedule) if run.schedule is not None else None,
-        "+trainer.learner_temperature": None if run.Tl == "tied" else float(run.Tl),
-        # schedules and controllers (patches 0003, 0003b): the sampler temperature is set per prompt, per step
-        "+trainer.sampler_temperature_spec": None if run.Tb.kind == "fixed" else run.Tb.to_config(),
+        # the patches' keys (declared in verl's config by patch 0000): staleness gate with its guard or
+        # schedule (N is then the longest interval), decoupled temperature, and schedules and controllers
+        # (patches 0003, 0003b: the sampler temperature is set per prompt, per step)
+        **trainer_keys(run).overrides(),
         # verl's replay buffer drops samples generated more than 8 weight versions ago; under the
         # gate that is by design (up to N-1), so its version control is off
         "trainer.v1.sampler.max_off_policy_threshold": None,

@@ -1,15 +1,16 @@
 """A run's checkpoints on disk, as verl 0.9.1 lays them out, and the commit that makes a new one count.
 
-verl writes the checkpoint of step k in this order (``trainer_base._save_checkpoint``): the staleness
-gate's snapshot shares (patch 0004), every rank's model, optimiser and extra-state shard with
-``fsdp_config.json``, then ``data.pt`` (the dataloader), ``sampler_t.pt`` (the temperature controller,
-patch 0003b), and last the tracker ``latest_checkpointed_iteration.txt``. Upstream, the end of the
-actor's save also deletes the previous checkpoint's ``actor/`` (``max_actor_ckpt_to_keep``), before the
-new step's ``data.pt`` and tracker exist, and writes the tracker with a plain ``open("w")``: a kill in
-between leaves no checkpoint at all, and a crash can leave an empty tracker, or one that names shards
-the disk never got. Patch 0006 hands that last stage to :func:`commit`: the new checkpoint's files are
-flushed to disk, the tracker is replaced atomically, and only then are older checkpoints retired
-(:func:`retire`), read from the disk, so that the one a resumed attempt started from goes too.
+verl writes the checkpoint of step k in this order (``trainer_base._save_checkpoint``): the refresh
+gate's state ``refresh_gate.json`` and the staleness gate's snapshot shares (patch 0004), every rank's
+model, optimiser and extra-state shard with ``fsdp_config.json``, then ``data.pt`` (the dataloader),
+``sampler_t.pt`` (the temperature controller, patch 0003b), and last the tracker
+``latest_checkpointed_iteration.txt``. Upstream, the end of the actor's save also deletes the previous
+checkpoint's ``actor/`` (``max_actor_ckpt_to_keep``), before the new step's ``data.pt`` and tracker
+exist, and writes the tracker with a plain ``open("w")``: a kill in between leaves no checkpoint at
+all, and a crash can leave an empty tracker, or one that names shards the disk never got. Patch 0006
+hands that last stage to :func:`commit`: the new checkpoint's files are flushed to disk, the tracker is
+replaced atomically, and only then are older checkpoints retired (:func:`retire`), read from the disk,
+so that the one a resumed attempt started from goes too.
 
 Nothing here trusts a directory's existence, or a file's: a checkpoint counts once the tracker has
 reached its step, every file of it is there and whole (a ``torch.save`` file is a zip archive, whole
@@ -21,6 +22,7 @@ where a new attempt starts); standard library only.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import shutil
@@ -33,6 +35,9 @@ TRACKER = "latest_checkpointed_iteration.txt"  # verl writes it last, after data
 SHARD_KINDS = ("model", "optim", "extra_state")  # verl's FSDP checkpoint contents (save_contents default)
 SNAPSHOT_SHARE = "sampler_snapshot_world_size_{world}_rank_{rank}.pt"  # coolsampler.worker.snapshot writes it
 STEP_DIR = re.compile(r"global_step_(\d+)")
+# verl's habit: a module logger at VERL_LOGGING_LEVEL, printed by the handler verl's import installs
+logger = logging.getLogger(__name__)
+logger.setLevel(os.getenv("VERL_LOGGING_LEVEL", "INFO"))
 _ZIP_END = b"PK\x05\x06"  # a zip archive's end-of-central-directory record, written last
 _ZIP_TAIL = 22 + 65535  # that record and the longest comment it may carry
 
@@ -80,22 +85,19 @@ def _whole_zip(path: Path) -> bool:
         return False
 
 
-def stale_at(step_dir: str | Path, step: int, refresh_interval: int) -> bool:
+def stale_at(step_dir: str | Path, step: int) -> bool:
     """Whether the sampler was stale at the checkpoint of ``step``, so that the checkpoint must hold its
-    snapshot: the refresh gate's state says so where the checkpoint holds it (a guard or a schedule
-    refreshes off the N grid: its sampler version is not the step), else, for a checkpoint older than
-    that file, ``step mod N``; an unreadable state demands the snapshot. The one rule for the job's
-    completeness check (``incomplete``) and the worker's resume (``coolsampler.worker.snapshot``)."""
-    gate = Path(step_dir) / GATE_FILE
-    if gate.is_file():
-        try:
-            return int(json.loads(gate.read_text())["state"]["sampler_version"]) != step
-        except (OSError, ValueError, KeyError, TypeError):
-            return True
-    return refresh_interval > 1 and step % refresh_interval != 0
+    snapshot: the refresh gate's state saved with it says so (a guard or a schedule refreshes off the N
+    grid: the sampler's version, not ``step mod N``, decides); a missing or unreadable state demands the
+    snapshot. The one rule for the job's completeness check (``incomplete``) and the worker's resume
+    (``coolsampler.worker.snapshot``)."""
+    try:
+        return int(json.loads((Path(step_dir) / GATE_FILE).read_text())["state"]["sampler_version"]) != step
+    except (OSError, ValueError, KeyError, TypeError):
+        return True
 
 
-def incomplete(step_dir: Path, step: int, tracker: Tracker, refresh_interval: int = 1) -> str | None:
+def incomplete(step_dir: Path, step: int, tracker: Tracker) -> str | None:
     """Why ``step_dir`` is not a checkpoint to resume from, or None if it is complete."""
     if not tracker.garbled and (tracker.step is None or tracker.step < step):
         return f"verl's tracker {TRACKER} has not reached step {step} (its last write)"
@@ -104,8 +106,10 @@ def incomplete(step_dir: Path, step: int, tracker: Tracker, refresh_interval: in
         world = int(json.loads((actor / "fsdp_config.json").read_text())["world_size"])
     except (OSError, ValueError, KeyError, TypeError):
         return "no readable actor/fsdp_config.json"
+    if not (step_dir / GATE_FILE).is_file():
+        return f"no {GATE_FILE} (the refresh gate's state, written first)"
     names = ["data.pt", *(f"actor/{k}_world_size_{world}_rank_{r}.pt" for k in SHARD_KINDS for r in range(world))]
-    if stale_at(step_dir, step, refresh_interval):  # the stale sampler is part of the checkpoint
+    if stale_at(step_dir, step):  # the stale sampler is part of the checkpoint
         names += [f"actor/{SNAPSHOT_SHARE.format(world=world, rank=r)}" for r in range(world)]
     missing = [n for n in names if not (step_dir / n).is_file()]
     if missing:
@@ -140,7 +144,7 @@ def write_tracker(root: Path, step: int) -> None:
     _fsync(root)
 
 
-def retire(root: Path, step: int, keep: int | None, refresh_interval: int = 1) -> list[Path]:
+def retire(root: Path, step: int, keep: int | None) -> list[Path]:
     """Remove the checkpoints older than ``step`` beyond verl's ``keep`` count (None or < 1: keep all),
     counting only complete ones as kept; the removed directories, oldest first.
 
@@ -151,7 +155,7 @@ def retire(root: Path, step: int, keep: int | None, refresh_interval: int = 1) -
         return []
     tracker = read_tracker(root)
     older = {k: p for k, p in step_dirs(root).items() if k < step}
-    complete = [k for k, p in older.items() if incomplete(p, k, tracker, refresh_interval) is None]
+    complete = [k for k, p in older.items() if incomplete(p, k, tracker) is None]
     kept = set(complete[len(complete) - (keep - 1) :] if keep > 1 else [])
     gone = [p for k, p in older.items() if k not in kept]
     for p in gone:
@@ -159,7 +163,7 @@ def retire(root: Path, step: int, keep: int | None, refresh_interval: int = 1) -
     return gone
 
 
-def commit(root: str | os.PathLike, step: int, keep: int | None, refresh_interval: int = 1) -> list[Path]:
+def commit(root: str | os.PathLike, step: int, keep: int | None) -> list[Path]:
     """What makes the checkpoint of ``step`` count (patch 0006 calls it where verl wrote its tracker):
     its files on disk, then the tracker, then the older checkpoints retired; the removed directories."""
     root = Path(root)
@@ -169,9 +173,9 @@ def commit(root: str | os.PathLike, step: int, keep: int | None, refresh_interva
             _fsync(Path(dirpath) / name)
         _fsync(Path(dirpath))
     write_tracker(root, step)
-    gone = retire(root, step, keep, refresh_interval)
+    gone = retire(root, step, keep)
     for p in gone:
-        print(f"checkpoint lifecycle: step {step} committed; removed {p}", flush=True)
+        logger.info("checkpoint lifecycle: step %d committed; removed %s", step, p)
     return gone
 
 

@@ -93,8 +93,8 @@ cannot double-count it); ``state_dict``/``load_state_dict`` carry the state acro
 Wiring (patch ``patches/verl/0003b-controller-wiring.patch``; the per-row temperature itself is
 ``0003-per-row-temperature.patch``): the trainer builds the controller
 from ``trainer.sampler_temperature_spec``, given in Hydra's override syntax, e.g.
-``+trainer.sampler_temperature_spec={controller:saturation,start:0.8,kl_gate:true}`` or
-``+trainer.sampler_temperature_spec={schedule:linear,start:0.8,end:1.0}`` (a Python dict's ``str()``
+``trainer.sampler_temperature_spec={controller:saturation,start:0.8,kl_gate:true}`` or
+``trainer.sampler_temperature_spec={schedule:linear,start:0.8,end:1.0}`` (a Python dict's ``str()``
 is not valid there), with ``trainer.total_training_steps`` as the schedule's length. A varying
 temperature needs a fixed ``trainer.learner_temperature``. At submission the trainer asks
 ``temperatures(t, prompt_ids)`` and tags each row; after the step it calls ``observe(t, prompt_ids,

@@ -6,9 +6,9 @@ on resume, what the sampler held at the checkpoint. The decision itself is
 ``coolsampler.spec.guard.RefreshGate`` (pure, replayable): here it is built from verl's config, fed
 the step's signal from verl's metrics, logged, saved with the checkpoint and restored.
 
-* **Config** (``coolsampler.train.overrides``): ``trainer.refresh_interval`` = N (the longest interval),
-  ``trainer.refresh_guard`` (a run's ``guard:`` block, or null) and ``trainer.refresh_schedule`` (a
-  schedule's steps, or null). Without the last two the gate refreshes after every N-th step, as
+* **Config** (``coolsampler.worker.trainer_keys``): ``trainer.refresh_interval`` = N (the longest
+  interval), ``trainer.refresh_guard`` (a run's ``guard:`` block, or null) and ``trainer.refresh_schedule``
+  (a schedule's steps, or null). Without the last two the gate refreshes after every N-th step, as
   patch 0001 always did.
 * **When**: right after verl's ``step`` has computed and reduced the step's metrics, before the step's
   checkpoint is saved. The signal of step t is then the learner's log-probs against the batch the stale
@@ -23,8 +23,8 @@ the step's signal from verl's metrics, logged, saved with the checkpoint and res
   ``guard/fired`` and ``guard/value`` (its reading; absent until its window holds a majority).
 * **Checkpointed**: ``refresh_gate.json`` (``RefreshGate.state_dict``) in the step's ``global_step_K``
   folder, beside verl's ``data.pt`` and the controller's ``sampler_t.pt``, written before the actor's
-  save. A checkpoint without it (made before this file existed) is restored by replaying the fixed
-  gate from step 1, which is exact for an N or a schedule; a guard run's cannot be replayed and fails.
+  save. It is part of a complete checkpoint (``coolsampler.worker.checkpoint_files``): whether the
+  sampler was stale there, and so whether the checkpoint holds its snapshot, is read from it alone.
 
 Pure Python (no torch, verl or numpy): verl's trainer process imports it.
 """
@@ -34,34 +34,18 @@ from __future__ import annotations
 import json
 import math
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from coolsampler.spec.guard import Decision, RefreshGate, make_gate, signal_value
+from coolsampler.worker.trainer_keys import TrainerKeys
 
 GATE_FILE = "refresh_gate.json"
-GUARD_KEY = "refresh_guard"  # trainer.refresh_guard
-SCHEDULE_KEY = "refresh_schedule"  # trainer.refresh_schedule
 
 
-def _plain(value: Any) -> Any:
-    """An OmegaConf node (or anything mapping/list-like) as plain Python."""
-    try:
-        from omegaconf import OmegaConf  # verl's config; absent where the glue runs without verl
-
-        if OmegaConf.is_config(value):
-            return OmegaConf.to_container(value, resolve=True)
-    except ImportError:  # pragma: no cover - verl's process always has omegaconf
-        pass
-    return value
-
-
-def gate_from_config(trainer: Mapping[str, Any]) -> RefreshGate:
-    """The run's gate from verl's ``trainer`` config section (module docstring)."""
-    n = int(trainer.get("refresh_interval", 1) or 1)
-    guard = _plain(trainer.get(GUARD_KEY, None))
-    schedule = _plain(trainer.get(SCHEDULE_KEY, None))
-    return make_gate(n, guard or None, [int(s) for s in schedule] if schedule else None)
+def gate_from_keys(keys: TrainerKeys) -> RefreshGate:
+    """The run's gate from its trainer keys (module docstring)."""
+    return make_gate(keys.refresh_interval, keys.refresh_guard, keys.refresh_schedule)
 
 
 def decide(gate: RefreshGate, step: int, metrics: Mapping[str, Any] | None) -> Decision:
@@ -87,6 +71,14 @@ def step_metrics(gate: RefreshGate, decision: Decision, sampler_version: int) ->
     return out
 
 
+def check_kept(levels: Sequence[int | None]) -> None:
+    """Waking the replicas on the weights their sleep kept is sound only if every one slept at level 1
+    (level 2 discards them): the sync trainer asks before each such wake."""
+    if any(level != 1 for level in levels):
+        levels = list(levels)
+        raise RuntimeError(f"staleness gate: replicas slept at levels {levels}; keeping the stale sampler needs 1")
+
+
 def save(gate: RefreshGate, folder: str | os.PathLike) -> str:
     """Write the gate's state into a checkpoint's ``global_step_K`` folder, atomically."""
     os.makedirs(folder, exist_ok=True)
@@ -99,20 +91,16 @@ def save(gate: RefreshGate, folder: str | os.PathLike) -> str:
     return path
 
 
-def restore(gate: RefreshGate, step: int, folder: str | os.PathLike | None) -> RefreshGate:
-    """The gate as it was at the checkpoint of ``step``: read from ``folder``'s ``refresh_gate.json``;
-    without it, a gate with no guard is replayed from step 1 (exact), a guard's raises."""
-    path = os.path.join(folder, GATE_FILE) if folder is not None else None
-    if path is not None and os.path.exists(path):
-        with open(path) as f:
-            gate.load_state_dict(json.load(f))
-        if gate.last_step != int(step):
-            raise ValueError(f"staleness gate: {path} holds step {gate.last_step}, the checkpoint is of step {step}")
-        return gate
-    if gate.guard is not None:
-        raise FileNotFoundError(f"staleness gate: resuming a guard run at step {step} needs {path or GATE_FILE}")
-    for s in range(1, int(step) + 1):
-        gate.decide(s)
+def restore(gate: RefreshGate, step: int, folder: str | os.PathLike) -> RefreshGate:
+    """The gate as it was at the checkpoint of ``step``, read from ``folder``'s ``refresh_gate.json``
+    (a checkpoint without it is not complete, and no resume starts from one)."""
+    path = os.path.join(folder, GATE_FILE)
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"staleness gate: resuming at step {step} needs the refresh gate's state, {path}")
+    with open(path) as f:
+        gate.load_state_dict(json.load(f))
+    if gate.last_step != int(step):
+        raise ValueError(f"staleness gate: {path} holds step {gate.last_step}, the checkpoint is of step {step}")
     return gate
 
 
@@ -128,10 +116,9 @@ def resume_version(gate: RefreshGate, step: int) -> int:
 
 __all__ = [
     "GATE_FILE",
-    "GUARD_KEY",
-    "SCHEDULE_KEY",
+    "check_kept",
     "decide",
-    "gate_from_config",
+    "gate_from_keys",
     "restore",
     "resume_version",
     "save",

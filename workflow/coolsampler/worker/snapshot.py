@@ -24,6 +24,7 @@ without torch).
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -31,6 +32,10 @@ from pathlib import Path
 import torch
 
 from coolsampler.worker.checkpoint_files import SNAPSHOT_SHARE, STEP_DIR, stale_at
+
+# verl's habit: a module logger at VERL_LOGGING_LEVEL, printed by the handler verl's import installs
+logger = logging.getLogger(__name__)
+logger.setLevel(os.getenv("VERL_LOGGING_LEVEL", "INFO"))
 
 Params = Iterable[tuple[str, torch.Tensor]]
 
@@ -79,7 +84,7 @@ class SamplerSnapshot:
                 self.tensors[name].copy_(t)
             yield name, t.to(keep)
         if step is not None:  # the driver decided this refresh once; every rank says it acted on it
-            print(f"staleness gate: rank {self.rank} pushed the weights of step {step}", flush=True)
+            logger.info("staleness gate: rank %d pushed the weights of step %d", self.rank, step)
 
     def replay(self) -> Iterator[tuple[str, torch.Tensor]]:
         """The stale sampler's weights for a push, in the first refresh's order: each tensor broadcast by
@@ -110,7 +115,7 @@ class SamplerSnapshot:
         torch.save({"layout": layout, "tensors": self.tensors}, path + ".tmp")
         os.replace(path + ".tmp", path)
 
-    def needed(self, actor_dir: str | Path, refresh_interval: int) -> str | None:
+    def needed(self, actor_dir: str | Path) -> str | None:
         """This rank's share where the checkpoint has every rank's; None where it has none and needs none.
         A checkpoint taken inside a refresh cycle (``stale_at``) without every share raises, on every
         rank alike, before any collective of the load."""
@@ -119,7 +124,7 @@ class SamplerSnapshot:
         if not missing:
             return paths[self.rank]
         step = STEP_DIR.search(str(actor_dir))
-        if step and stale_at(Path(actor_dir).parent, int(step[1]), refresh_interval):
+        if step and stale_at(Path(actor_dir).parent, int(step[1])):
             raise FileNotFoundError(
                 f"staleness gate: resuming at step {step[1]} needs the stale sampler (the refresh gate's state "
                 f"says it was stale there); missing: {', '.join(missing)}"
@@ -132,7 +137,7 @@ class SamplerSnapshot:
         self.layout = {n: (o, tuple(s), getattr(torch, d)) for n, (o, s, d) in saved["layout"].items()}
         for name, t in saved["tensors"].items():
             self.tensors.setdefault(name, torch.empty_like(t, device="cpu")).copy_(t)
-        print(f"staleness gate: rank {self.rank} restored the stale sampler from {path}", flush=True)
+        logger.info("staleness gate: rank %d restored the stale sampler from %s", self.rank, path)
 
 
 __all__ = ["SamplerSnapshot", "process_group"]

@@ -27,6 +27,7 @@ from coolsampler.train.launch import TrainingFailed, run_verl
 from coolsampler.train.overrides import RunPaths, verl_overrides
 from coolsampler.train.platform import get_platform
 from coolsampler.train.rehearsal import REHEARSAL_RECIPE
+from coolsampler.worker.trainer_keys import NAMES as TRAINER_KEY_NAMES
 
 N_STALE = 4  # the staleness run's refresh interval
 # The staleness arm's learning rate: 50 times the paper's, so that each step of a refresh cycle moves the
@@ -131,6 +132,9 @@ def arm_overrides(arm: Arm, world: World, out: Path, platform: str, recipe: dict
         n = max(1, min(gpus, 4))
         o = set_override(o, "trainer.n_gpus_per_node", str(n - n % arm.tp))
         o = set_override(o, "actor_rollout_ref.rollout.tensor_model_parallel_size", str(arm.tp))
+    if arm.upstream:  # upstream verl does not declare the patches' keys (at N=1, Tb=Tl=1: its behaviour)
+        patched = {f"trainer.{k}" for k in TRAINER_KEY_NAMES}
+        o = [x for x in o if x.partition("=")[0] not in patched]
     if arm.val_every == 0:
         o = set_override(o, "trainer.val_before_train", "false")
     return o
@@ -214,7 +218,7 @@ def run_arm(
     try:
         if arm.kill_at is not None:
             res.error = _killed_attempt(arm, overrides, out, env, timeout_s, stall)
-            complete = find_checkpoints(out / "checkpoints", arm.N).complete
+            complete = find_checkpoints(out / "checkpoints").complete
             if res.error is None and arm.tap and complete:
                 gone = forget_tap_after(out / "tap", complete[-1])
                 say(f"{arm.name}: killed; resuming from step {complete[-1]} (tap records dropped: {len(gone)})")
