@@ -1,4 +1,5 @@
-"""config/claims.yaml and coolsampler.results.claims: the paper's statements as checkable claims.
+"""config/claims.yaml and coolsampler.results.claims (its report: coolsampler.paper.claims_report): the paper's
+statements as checkable claims.
 
 Synthetic runs (coolsampler.testkit.synthetic) stand in for the paper's 53: every claim is computed on them,
 then (a) with the paper value set to what the runs show, every claim must say ``reproduced``, and
@@ -24,6 +25,8 @@ import pytest
 import yaml
 
 from coolsampler.cli.claims import claims_text
+from coolsampler.paper import claims_report as R
+from coolsampler.paper.claims_rule import run_snakemake
 from coolsampler.results import claims as C
 from coolsampler.results.metrics import write_metrics
 from coolsampler.spec.metrics_schema import RunStatus
@@ -178,7 +181,7 @@ def test_reported_claims_are_shown_not_judged(
 def as_paper(value: Any, original: Any) -> Any:
     """The paper value of the claim's own shape that says exactly what the runs show."""
     if isinstance(value, list):
-        vals = [C._scalar(v) for v in value]
+        vals = [C.scalar(v) for v in value]
         if all(v is None for v in vals) and original is None:
             return None
         if isinstance(original, list) and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in vals):
@@ -186,7 +189,7 @@ def as_paper(value: Any, original: Any) -> Any:
         if len(vals) == 1 and not isinstance(original, dict):
             return vals[0]
         return {"each": vals}
-    v = C._scalar(value)
+    v = C.scalar(value)
     if isinstance(original, list) and isinstance(v, (int, float)) and not isinstance(v, bool):
         return [v, v]
     return v
@@ -354,7 +357,7 @@ def test_report_from_the_snakemake_script(tmp_path: Path, paper_runs: list[Run],
         ),  # fmt: skip
         log=[str(tmp_path / "claims.log")],
     )
-    C.run_snakemake(smk)
+    run_snakemake(smk)
     md = out["md"].read_text()
     df = pd.read_csv(out["csv"])
     assert len(df) == len(C.load_claims(CLAIMS).claims)
@@ -388,7 +391,7 @@ def test_cli_on_run_directories(tmp_path: Path, paper_runs: list[Run], data: dic
     keys = [r.key for r in paper_runs if r.model == "qwen2.5-math-7b" and r.N == 192]
     _write_runs(tmp_path, data, keys)
     text, (results, budget) = claims_text(C.load_claims(CLAIMS), [str(tmp_path / "runs" / k) for k in keys])
-    n = C.counts(results)
+    n = R.counts(results)
     assert n["reproduced"] >= 5 and n["not run"] > 100
     assert "s33-7b-192-onset-cooled" in text and "not run: their runs are not among these logs" in text
     from coolsampler.cli import main
@@ -421,7 +424,7 @@ def test_probe_relaxes_filters_to_the_mechanism(tmp_path: Path) -> None:
     assert {r.verdict for r in strict if not r.claim.get("reported")} == {"not run"}
     assert {r.verdict for r in strict if r.claim.get("reported")} == {"reported"}  # they select every run
     _, (probe, budget) = claims_text(claims, paths, probe=True)
-    n = C.counts(probe)
+    n = R.counts(probe)
     assert n["reproduced"] + n["differs"] > 100
     assert len(budget) == 4
     assert all("model" not in f for f in C.relax(claims).filters.values())

@@ -17,6 +17,7 @@ import pandas as pd
 import pytest
 
 from coolsampler.cli.claims import claims_text
+from coolsampler.paper import claims_report as R
 from coolsampler.results import claims as C
 from coolsampler.results.metrics import write_metrics
 from coolsampler.spec.study import Run, Temperature, load_study
@@ -63,15 +64,15 @@ def test_claim_reproduces_at_the_paper_value_and_differs_shifted(cid: str) -> No
     r = C.evaluate_claim(CLAIMS, c, at_paper, RUNS)
     if c.get("reported"):  # no paper value: the value is shown, never judged
         want = S.default(c["quantity"]["fn"], RUNS[0], c["quantity"].get("args") or {})
-        assert r.verdict == "reported" and r.value == [want] * len(at_paper), (cid, C.fmt(r.value), r.reason)
+        assert r.verdict == "reported" and r.value == [want] * len(at_paper), (cid, R.fmt(r.value), r.reason)
         with pytest.raises(S.Unconstructible, match="reported, not asserted"):
             S.shifted(c, RUNS)
         return
-    assert r.verdict == "reproduced", (cid, C.fmt(r.value), C.fmt_paper(c["paper"]), r.reason)
+    assert r.verdict == "reproduced", (cid, R.fmt(r.value), R.fmt_paper(c["paper"]), r.reason)
 
     off = S.shifted(c, RUNS)
     r = C.evaluate_claim(CLAIMS, c, S.world(CLAIMS, c, RUNS, off), RUNS)
-    assert r.verdict == "differs", (cid, C.fmt(r.value), C.fmt_paper(c["paper"]), off)
+    assert r.verdict == "differs", (cid, R.fmt(r.value), R.fmt_paper(c["paper"]), off)
     assert r.reason == "", (cid, r.reason)  # it differs by value, not by a NaN
 
 
@@ -190,7 +191,7 @@ def test_claims_report_from_paper_valued_run_directories(tmp_path: Path) -> None
         results += res
     out = tmp_path / "report"
     budget = C.staleness_budget([], {})
-    C.write_report(results, budget, "paper-valued synthetic", out / "claims.md", out / "claims.csv")
+    R.write_report(results, budget, "paper-valued synthetic", out / "claims.md", out / "claims.csv")
     df = pd.read_csv(out / "claims.csv")
     assert len(df) == len(asserted) - len(UNCONSTRUCTIBLE)
     assert set(df.verdict) == {"reproduced"}, df[df.verdict != "reproduced"][["id", "paper", "ours"]]
@@ -242,7 +243,7 @@ def test_a_reported_claim_lists_the_leads_of_the_degrading_runs_only(tmp_path: P
     assert r.verdict == "reported" and r.value == [want[k] for k in order], (r.value, text)
     assert "reported" in text and "paper reported, not asserted" in text
     out = tmp_path / "rep"
-    C.write_report(res, C.staleness_budget([], {}), "s", out / "claims.md", out / "claims.csv")
+    R.write_report(res, C.staleness_budget([], {}), "s", out / "claims.md", out / "claims.csv")
     df = pd.read_csv(out / "claims.csv")
     assert list(df.verdict) == ["reported"] and df.paper[0] == "reported, not asserted"
     assert "reported **1**" in (out / "claims.md").read_text()
@@ -264,10 +265,10 @@ def test_reported_claims_cover_every_diagnostic_and_state_no_paper_value() -> No
 def test_cliff_prediction_holds_at_its_bound_and_fails_shifted(cid: str) -> None:
     c = next(c for c in CLIFF_CLAIMS.claims if c["id"] == cid)
     r = C.evaluate_claim(CLIFF_CLAIMS, c, S.world(CLIFF_CLAIMS, c, CLIFF_RUNS), CLIFF_RUNS)
-    assert r.verdict == "reproduced", (cid, C.fmt(r.value), r.reason)
+    assert r.verdict == "reproduced", (cid, R.fmt(r.value), r.reason)
     off = S.shifted(c, CLIFF_RUNS)
     r = C.evaluate_claim(CLIFF_CLAIMS, c, S.world(CLIFF_CLAIMS, c, CLIFF_RUNS, off), CLIFF_RUNS)
-    assert r.verdict == "differs", (cid, C.fmt(r.value), off)
+    assert r.verdict == "differs", (cid, R.fmt(r.value), off)
 
 
 def test_cli_reads_a_world_study_runs_by_the_study_their_run_yaml_names(tmp_path: Path, capsys) -> None:

@@ -1,5 +1,6 @@
 # The paper's claims (config/claims.yaml) computed on the study's runs: R/claims.md|csv and the
-# staleness budget R/staleness_budget.md|csv (coolsampler.results.claims).
+# staleness budget R/staleness_budget.md|csv (coolsampler.results.claims computes them,
+# coolsampler.paper.claims_report writes them, coolsampler.paper.claims_rule is the rule's glue).
 #
 # On the gpu platform the report's inputs are the metrics tables that EXIST when the DAG is built, so
 # it never starts GPU training: before any training it lists, for each claim, the runs that would
@@ -8,7 +9,8 @@
 # study's runs instead, and the default target builds it, so `snakemake --report` has its claims.
 # A study with none of the paper's runs (the smoke study) is probed: each claim's filter is relaxed
 # to its mechanism settings (correction, Tb, Tl, replicate), and the report says so.
-from coolsampler.results.claims import ClaimError, ReportPlan
+from coolsampler.paper.claims_rule import ReportPlan
+from coolsampler.results.claims import ClaimError
 
 CLAIMS_FILE = config.get("claims", "config/claims.yaml")
 try:

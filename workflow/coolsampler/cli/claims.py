@@ -28,20 +28,8 @@ from typing import Any
 import yaml
 
 from coolsampler.cli.figures import study_files
-from coolsampler.results.claims import (
-    ClaimError,
-    Claims,
-    RunData,
-    counts,
-    evaluate,
-    fmt,
-    load_claims,
-    paper_text,
-    relax,
-    staleness_budget,
-    summary_text,
-    write_report,
-)
+from coolsampler.paper.claims_report import counts, fmt, paper_text, summary_text, write_report
+from coolsampler.results.claims import ClaimError, Claims, RunData, evaluate, load_claims, relax, staleness_budget
 from coolsampler.spec.layout import key_of
 from coolsampler.spec.study import Run, Study, load_study, parse_key
 

@@ -13,9 +13,9 @@ reserved key ``options`` (``OPTIONS`` lists what each target accepts)::
       b: {N: 192, correction: tis, seed: 1}
       options: {kl: k3}        # draw verl's k3 KL estimator instead of k1
 
-Claims: the claims registry and report (``config/claims.yaml``, ``coolsampler.results.claims``) add their
-own target kind; register it in ``TARGETS`` with kind ``"claims"`` (or ``"report"``), so the one
-list of targets stays here.
+Claims: the claims registry and report (``config/claims.yaml``, judged by ``coolsampler.results.claims``
+and written by ``coolsampler.paper.claims_report``) add their own target kind; register it in
+``TARGETS`` with kind ``"claims"`` (or ``"report"``), so the one list of targets stays here.
 
 Imports only the spec layer: validating a study loads no drawing code.
 """
