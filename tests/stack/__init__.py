@@ -20,6 +20,7 @@ from coolsampler.spec.study import parse_key
 from coolsampler.train.launch import TrainingFailed, run_verl
 from coolsampler.train.overrides import RunPaths, verl_overrides
 from coolsampler.train.platform import get_platform
+from coolsampler.worker.trainer_keys import for_upstream
 
 REPO = Path(__file__).resolve().parents[2]
 SMOKE_RECIPE = {
@@ -115,8 +116,9 @@ def run_stack(
         (out / "tap").mkdir(parents=True, exist_ok=True)
         env["COOLSAMPLER_TAP_DIR"] = str(out / "tap")
         env["VERL_USE_EXTERNAL_MODULES"] += ",coolsampler.testkit.tap"
-    if pythonpath:
+    if pythonpath:  # unpatched verl: its config declares none of the patches' keys
         env["PYTHONPATH"] = pythonpath + os.pathsep + os.environ.get("PYTHONPATH", "")
+        overrides = for_upstream(overrides)
     jsonl = out / "train.jsonl"
     for attempt in (1, 2):  # as rule train does: a silently stalled attempt is retried once
         try:

@@ -84,3 +84,18 @@ def test_a_misspelt_key_fails_in_hydra():
 
     with pytest.raises(ConfigCompositionException, match="refresh_intervall"):
         compose_config(["trainer.refresh_intervall=4"])
+
+
+def test_unpatched_verl_gets_the_overrides_without_the_declared_keys():
+    run = load_study(REPO / "config/config.yaml").runs[0]
+    overrides = verl_overrides(run, RunPaths("m", "t", "v", "o"))
+    kept = trainer_keys.for_upstream([*overrides, "+trainer.learner_temperature=1"])
+    assert sorted(set(overrides) - set(kept)) == sorted(f"trainer.{k}={v}" for k, v in _hydra(run_keys(run)).items())
+    assert all(o in overrides for o in kept)
+
+
+def _hydra(keys: TrainerKeys) -> dict[str, str]:
+    """The keys as they stand in the run's override list."""
+    from coolsampler.train.overrides import _hydra as fmt
+
+    return {k.removeprefix("trainer."): fmt(v) for k, v in keys.overrides().items()}

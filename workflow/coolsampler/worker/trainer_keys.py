@@ -11,7 +11,7 @@ imports it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
@@ -102,6 +102,13 @@ def _typed(name: str, value: Any) -> Any:
         raise ValueError(f"trainer.{name}={value!r}: expected {want}") from None
 
 
+def for_upstream(overrides: Sequence[str]) -> list[str]:
+    """The overrides without the declared keys: what unpatched verl accepts (its config has none of
+    them; a run compared with it sets them at upstream's behaviour, so nothing is lost)."""
+    declared = {f"trainer.{k}" for k in NAMES}
+    return [o for o in overrides if o.partition("=")[0].lstrip("+") not in declared]
+
+
 def read(trainer: Mapping[str, Any], *, implements_gate: bool, trainer_name: str) -> TrainerKeys:
     """The run's keys from verl's ``trainer`` section, typed. A trainer that does not implement the
     staleness gate (``implements_gate``) refuses N > 1 here, before it starts anything: it would push
@@ -115,4 +122,4 @@ def read(trainer: Mapping[str, Any], *, implements_gate: bool, trainer_name: str
     return keys
 
 
-__all__ = ["NAMES", "TrainerKeys", "read"]
+__all__ = ["NAMES", "TrainerKeys", "for_upstream", "read"]

@@ -27,7 +27,7 @@ from coolsampler.train.launch import TrainingFailed, run_verl
 from coolsampler.train.overrides import RunPaths, verl_overrides
 from coolsampler.train.platform import get_platform
 from coolsampler.train.rehearsal import REHEARSAL_RECIPE
-from coolsampler.worker.trainer_keys import NAMES as TRAINER_KEY_NAMES
+from coolsampler.worker.trainer_keys import for_upstream
 
 N_STALE = 4  # the staleness run's refresh interval
 # The staleness arm's learning rate: 50 times the paper's, so that each step of a refresh cycle moves the
@@ -133,8 +133,7 @@ def arm_overrides(arm: Arm, world: World, out: Path, platform: str, recipe: dict
         o = set_override(o, "trainer.n_gpus_per_node", str(n - n % arm.tp))
         o = set_override(o, "actor_rollout_ref.rollout.tensor_model_parallel_size", str(arm.tp))
     if arm.upstream:  # upstream verl does not declare the patches' keys (at N=1, Tb=Tl=1: its behaviour)
-        patched = {f"trainer.{k}" for k in TRAINER_KEY_NAMES}
-        o = [x for x in o if x.partition("=")[0] not in patched]
+        o = for_upstream(o)
     if arm.val_every == 0:
         o = set_override(o, "trainer.val_before_train", "false")
     return o
