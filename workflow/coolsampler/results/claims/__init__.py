@@ -39,125 +39,15 @@ Only numpy, pandas, yaml and jsonschema: no verl, vLLM or torch.
 
 from __future__ import annotations
 
-from coolsampler.results.claims.budget import BUDGET_COLUMNS, staleness_budget
-from coolsampler.results.claims.claims_file import (
-    PROBE_DROP,
-    ClaimError,
-    Claims,
-    check_claims,
-    check_selects,
-    claims_schema,
-    load_claims,
-    relax,
-    select,
-)
-from coolsampler.results.claims.evaluation import VERDICTS, Result, evaluate, evaluate_claim, plan
+from coolsampler.results.claims import budget, claims_file, evaluation, judge, measures
+from coolsampler.results.claims.budget import *  # noqa: F403
+from coolsampler.results.claims.claims_file import *  # noqa: F403
+from coolsampler.results.claims.evaluation import *  # noqa: F403
+from coolsampler.results.claims.judge import *  # noqa: F403
 from coolsampler.results.claims.judge import _tol as _tol
-from coolsampler.results.claims.judge import agrees, degrades, frontier_N, reduce_values, scalar
-from coolsampler.results.claims.measures import (
-    PAIRED,
-    QUANTITIES,
-    QUANTITY_COLUMNS,
-    RunData,
-    load_run_data,
-    m_back_at,
-    m_col_gap_at,
-    m_cycle_change,
-    m_cycle_reading,
-    m_diag_lead,
-    m_final,
-    m_first_at_least,
-    m_interval,
-    m_kind,
-    m_kl_at,
-    m_kl_cross,
-    m_kl_fixed,
-    m_kl_max,
-    m_kl_to_init,
-    m_last5,
-    m_last_step,
-    m_lead,
-    m_max_val,
-    m_onset,
-    m_peak,
-    m_recovered_at,
-    m_refreshes,
-    m_rise_lead,
-    m_severe,
-    m_staleness_at_onset,
-    m_val_at,
-    m_val_curve,
-    m_val_first,
-    m_whole,
-    p_onset_ratio,
-    p_val_gap_before_onset,
-    quantity_columns,
-    staleness_at,
-    unlogged,
-)
+from coolsampler.results.claims.measures import *  # noqa: F403
 from coolsampler.results.claims.measures import _order as _order
 
-# Re-exported besides these (``import x as x``), not public: _order and _tol, the helpers that
-# the tests and coolsampler.testkit.synthetic_claims call one by one (C._tol, ...).
-__all__ = [
-    "BUDGET_COLUMNS",
-    "PAIRED",
-    "PROBE_DROP",
-    "QUANTITIES",
-    "QUANTITY_COLUMNS",
-    "VERDICTS",
-    "ClaimError",
-    "Claims",
-    "Result",
-    "RunData",
-    "agrees",
-    "check_claims",
-    "check_selects",
-    "claims_schema",
-    "degrades",
-    "evaluate",
-    "evaluate_claim",
-    "frontier_N",
-    "load_claims",
-    "load_run_data",
-    "m_back_at",
-    "m_col_gap_at",
-    "m_cycle_change",
-    "m_cycle_reading",
-    "m_diag_lead",
-    "m_final",
-    "m_first_at_least",
-    "m_interval",
-    "m_kind",
-    "m_kl_at",
-    "m_kl_cross",
-    "m_kl_fixed",
-    "m_kl_max",
-    "m_kl_to_init",
-    "m_last5",
-    "m_last_step",
-    "m_lead",
-    "m_max_val",
-    "m_onset",
-    "m_peak",
-    "m_recovered_at",
-    "m_refreshes",
-    "m_rise_lead",
-    "m_severe",
-    "m_staleness_at_onset",
-    "m_val_at",
-    "m_val_curve",
-    "m_val_first",
-    "m_whole",
-    "p_onset_ratio",
-    "p_val_gap_before_onset",
-    "plan",
-    "quantity_columns",
-    "reduce_values",
-    "relax",
-    "scalar",
-    "select",
-    "staleness_at",
-    "staleness_budget",
-    "unlogged",
-]
+# Each module's own __all__ is the package's, once: not public besides, _order and _tol, the helpers
+# that the tests and coolsampler.testkit.synthetic_claims call one by one (C._tol, ...).
+__all__ = [*budget.__all__, *claims_file.__all__, *evaluation.__all__, *judge.__all__, *measures.__all__]
