@@ -304,3 +304,50 @@ def test_missing_metrics_and_missing_status() -> None:
     assert s["complete"] is False and "no metrics" in s["note"] and math.isnan(s["peak"])
     s2 = summarize_run(make_metrics(96), {"N": 96}, None)
     assert s2["complete"] is False and "status unknown" in s2["note"]
+
+
+# --------------------------------------------------------------------------------------------------
+# Collapse (the cliff study's criterion): a fall that holds to the end, over at least two validations
+
+
+def test_collapse_needs_every_later_validation_0_15_below_the_best_before() -> None:
+    from coolsampler.results.analysis import collapse_step
+
+    held = curve({0: 0.5, 16: 0.8, 32: 0.8, 40: 0.65, 48: 0.6, 56: 0.65})  # 0.80 - 0.15 = 0.65, at or below
+    assert collapse_step(held) == 40
+    just_above = curve({0: 0.5, 16: 0.8, 32: 0.8, 40: 0.65, 48: 0.6, 56: 0.6501})
+    assert collapse_step(just_above) is None  # the last point is not 0.15 below: it recovered enough
+
+
+def test_a_dip_that_recovers_is_no_collapse_though_it_is_an_onset() -> None:
+    from coolsampler.results.analysis import collapse_step
+
+    dip = curve({0: 0.58, 8: 0.48, 16: 0.56, 24: 0.62, 32: 0.66, 40: 0.40, 48: 0.75, 56: 0.82, 64: 0.88})
+    assert degradation_events(dip).onset == 40  # Section 2's onset fires on the one-validation dip
+    assert collapse_step(dip) is None
+
+
+def test_collapse_needs_two_validations_after_step_30() -> None:
+    from coolsampler.results.analysis import collapse_step
+
+    assert collapse_step(curve({0: 0.5, 16: 0.8, 32: 0.8, 40: 0.8, 48: 0.8, 56: 0.2})) is None  # last point only
+    assert collapse_step(curve({0: 0.5, 16: 0.8, 32: 0.8, 40: 0.8, 48: 0.2, 56: 0.2})) == 48
+    # a fall that starts at step 30 collapses at the first validation after it, not at 30
+    assert collapse_step(curve({0: 0.5, 10: 0.8, 20: 0.8, 30: 0.3, 40: 0.3, 50: 0.3})) == 40
+    assert collapse_step(curve({0: 0.8, 30: 0.3})) is None
+
+
+def test_the_smoke_study_s_uncorrected_run_collapses() -> None:
+    """The shipped example log of the smoke study's no-correction run at N=32 (examples/verl-logs/degrades)
+    collapses, and its TIS run at N=4 (stable/) does not."""
+    from pathlib import Path
+
+    from coolsampler.results.analysis import collapse_step, validation
+    from coolsampler.results.metrics import parse_jsonl
+
+    examples = Path(__file__).resolve().parents[2] / "examples" / "verl-logs"
+    degrades = validation(parse_jsonl(examples / "degrades" / "train.jsonl", required=("step",))[0])
+    stable = validation(parse_jsonl(examples / "stable" / "train.jsonl", required=("step",))[0])
+    at = collapse_step(degrades)
+    assert at is not None and at > 30
+    assert collapse_step(stable) is None

@@ -1,5 +1,5 @@
 """Claims that pair two arms seed by seed (reduce ``paired``) and count how many values reach a bound
-(``count_at_least``), on the cliff study's round-3 predictions (config/cliff-claims.yaml): each verdict
+(``count_at_least``), on the cliff study's round-3 predictions (config/cliff-round3-claims.yaml): each verdict
 follows the runs, and flips when the runs do."""
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from coolsampler.spec.study import load_study
 from coolsampler.testkit.synthetic import make_metrics
 
 REPO = Path(__file__).resolve().parents[2]
-CLAIMS = C.load_claims(REPO / "config" / "cliff-claims.yaml")
-RUNS = load_study(REPO / "config" / "cliff.yaml").runs
+CLAIMS = C.load_claims(REPO / "config" / "cliff-round3-claims.yaml")
+RUNS = load_study(REPO / "config" / "cliff-round3.yaml").runs
 
 
 def world(
@@ -95,3 +95,63 @@ def test_a_paired_claim_checks_its_measure_by_name() -> None:
     }
     with pytest.raises(C.ClaimError, match=r"quantity.fn: unknown paired measure 'onset' \(allowed: onset_ratio"):
         C.check_claims(bad)
+
+
+# --------------------------------------------------------------------------------------------------
+# Round 4 (config/cliff.yaml, stage M): the KL's growth above its own step-1 offset, paired by seed
+
+
+def test_the_growth_ratio_reads_past_the_tempering_offset() -> None:
+    """H1 and H1b on synthetic KL curves: a cooled run that starts at the tempering offset and drifts
+    half as fast fails H1 (the offset inflates its KL) and passes H1b (its growth is half)."""
+    claims = C.load_claims(REPO / "config" / "cliff-claims.yaml")
+    runs = load_study(REPO / "config" / "cliff.yaml").runs
+
+    def run_data(growth: dict[float, float], offset: dict[float, float]) -> dict[str, C.RunData]:
+        out = {}
+        for r in runs:
+            m = make_metrics(r.N, r.steps, r.val_every, r.Tb.initial, None, seed=r.seed)
+            t = m["step"].to_numpy(dtype="float64")
+            m["kl"] = offset[r.Tb.initial] + growth[r.Tb.initial] * (t - 1) / 40.0
+            out[r.key] = C.RunData(r, m, RunStatus(True, r.steps, r.steps, []))
+        return out
+
+    def judged(data: dict[str, C.RunData]) -> dict[str, tuple[str, object]]:
+        return {c["id"]: (lambda r: (r.verdict, r.value))(C.evaluate_claim(claims, c, data, runs)) for c in claims.claims}
+
+    # uncooled: no offset, grows 0.06 over 40 steps; cooled: offset 0.018, grows 0.03
+    v = judged(run_data({1.0: 0.06, 0.8: 0.03}, {1.0: 0.0, 0.8: 0.018}))
+    assert v["h1-kl-ratio"][0] == "differs" and v["h1-kl-ratio"][1] == 0  # (0.0525 / 0.0443) < 2
+    assert v["h1b-kl-growth-ratio"] == ("reproduced", 4)  # growth 2x in every seed
+    assert v["not-falsified-growth"] == ("reproduced", 4)
+    assert v["collapse-tb1"] == ("reported", [None] * 4) and v["onset-tb1"][0] == "reported"
+    # a cooled run that never drifts, beside an uncooled one that does: above any bound
+    assert judged(run_data({1.0: 0.06, 0.8: 0.0}, {1.0: 0.0, 0.8: 0.018}))["h1b-kl-growth-ratio"] == ("reproduced", 4)
+    # equal growth at both temperatures: the mechanism is falsified (ratio 1 < 1.5 in every seed)
+    v = judged(run_data({1.0: 0.05, 0.8: 0.05}, {1.0: 0.0, 0.8: 0.018}))
+    assert v["h1b-kl-growth-ratio"] == ("differs", 0) and v["not-falsified-growth"] == ("differs", 0)
+
+
+def test_stage_l_reads_collapse_and_the_cooled_pair_only_where_it_was_trained() -> None:
+    claims = C.load_claims(REPO / "config" / "cliff-long-claims.yaml")
+    runs = load_study(REPO / "config" / "cliff-long.yaml").runs
+    assert {(r.N, r.Tb.initial, r.seed, r.steps, r.val_every) for r in runs} == {(192, 1.0, 101, 192, 16), (192, 1.0, 102, 192, 16)}
+    data = {}
+    for r in runs:
+        m = make_metrics(r.N, r.steps, r.val_every, r.Tb.initial, None, seed=r.seed)
+        m["kl"] = 0.18
+        data[r.key] = C.RunData(r, m, RunStatus(True, r.steps, r.steps, []))
+    v = {c["id"]: C.evaluate_claim(claims, c, data, runs) for c in claims.claims}
+    assert (v["long-no-collapse"].verdict, v["long-no-collapse"].value) == ("reproduced", 0)
+    assert v["long-kl-at-192"].verdict == "reproduced"
+    assert v["long-h2-cooled-later"].verdict == "not run"  # the contingent cooled runs are not in the study
+
+
+def test_both_stages_of_round_4_train_in_one_world() -> None:
+    """config/cliff-long.yaml repeats round 4's world r3a; it must be the same world, knob for knob (one
+    warm-started model for both stages)."""
+    from coolsampler.spec.world import study_worlds
+
+    m = study_worlds(load_study(REPO / "config" / "cliff.yaml").raw, "m")["r3a"]
+    long = study_worlds(load_study(REPO / "config" / "cliff-long.yaml").raw, "l")["r3a"]
+    assert m.knobs() == long.knobs() and m.ident == long.ident

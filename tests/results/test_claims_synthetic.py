@@ -140,6 +140,9 @@ RUN = Run("qwen2.5-math-1.5b", "gsm8k", 192, 2e-6, "tis", Temperature("fixed", 1
         ("cycle_reading", {"reading": "kl"}, [0.31, 15.6]),
         ("cycle_reading", {"reading": "entropy_start", "cycle": 2}, 0.18),
         ("cycle_change", {"reading": "clip"}, -0.09),
+        ("collapse", {}, 150),
+        ("collapse", {}, None),
+        ("kl_growth", {"since": 16, "until": 40, "base": 1}, 0.07),
     ],
 )
 def test_a_shaped_run_measures_its_target(fn: str, args: dict[str, Any], target: Any) -> None:
@@ -163,6 +166,8 @@ def test_shapes_keep_the_metrics_schema() -> None:
         (CLAIMS, RUNS),
         (C.load_claims(REPO / "config" / "guard-claims.yaml"), load_study(REPO / "config" / "guard.yaml").runs),
         (CLIFF_CLAIMS, CLIFF_RUNS),
+        # round 4's collapse and KL growth
+        (C.load_claims(REPO / "config" / "cliff-claims.yaml"), load_study(REPO / "config" / "cliff.yaml").runs),
     ]
     for fn in S.SHAPERS:
         claims, runs = next((cl, r) for cl, r in files if any(c["quantity"]["fn"] == fn for c in cl.claims))

@@ -72,3 +72,23 @@ def test_the_study_file_names_its_candidates_among_its_worlds() -> None:
     bad["screen"]["worlds"].append("z")
     with pytest.raises(StudyError, match=r"screen.worlds: z is not a world of the study"):
         study_from_dict(bad, origin="s")
+
+
+def test_round_4_bounds_the_error_link_judged_block_by_block() -> None:
+    """Round 4 replaces the error link judged against the true sums with the one judged block by block: a
+    world whose carried mistakes sink the first (r3a: 0.060) but whose own link holds (0.111) is chosen."""
+    from pathlib import Path
+
+    import yaml
+
+    raw = yaml.safe_load((Path(__file__).resolve().parents[2] / "config" / "cliff.yaml").read_text())
+    screen = study_screen(raw, "cliff")
+    assert screen is not None and screen.bounds["error_link_local"] == (0.10, None)
+    assert "error_link" not in screen.bounds
+    r3a = {"entropy": 0.460, "tail_ratio": 3.232, "offset": 0.0183, "error_link": 0.060, "error_link_local": 0.111}
+    table = screen_table(screen, {w: {"world": f"{w}-0", **r3a} for w in screen.probed})
+    assert chosen_world(table) == "r3a"
+    assert "error link, block by block [>= 0.1]" in screen_markdown(screen, table)
+    failing = {**r3a, "error_link_local": 0.099}
+    table = screen_table(screen, {w: {"world": f"{w}-0", **failing} for w in screen.probed})
+    assert chosen_world(table) is None

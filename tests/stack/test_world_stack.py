@@ -33,7 +33,7 @@ STUDY = {
         "chain": {
             "chain_length": 3,
             "words_per_block": 1,
-            "vocab_words": 4,
+            "vocab_words": 6,  # two words of rank >= 4: a tail for the error link
             "model": {"hidden_size": 32, "intermediate_size": 64, "layers": 2, "heads": 1},
             "warm_start": {"greedy_acc": 0.2, "batch": 64, "check_prompts": 64, "max_steps": 1500},
             "train_prompts": 256,
@@ -41,8 +41,15 @@ STUDY = {
             "sampled_val": 32,
         }
     },
-    # the screen, with bounds any model meets: the probe runs on the warm-started world and chooses it
-    "screen": {"worlds": ["chain"], "prompts": 32, "entropy": [0.0, None], "offset": [0.0, None]},
+    # the screen, with bounds any model meets: the probe runs on the warm-started world and chooses it (the
+    # block-by-block error link lies in [-1, 1] wherever a tail word was sampled)
+    "screen": {
+        "worlds": ["chain"],
+        "prompts": 32,
+        "entropy": [0.0, None],
+        "offset": [0.0, None],
+        "error_link_local": [-1.0, None],
+    },
     "defaults": {
         "model": "chain",
         "task": "chain",
@@ -80,8 +87,10 @@ def test_a_world_is_built_from_its_knobs_and_one_arm_trains_in_it(tmp_path) -> N
     assert probe["world"] == ident and probe["prompts"] == 32
     assert probe["entropy"] > 0 and probe["offset"] > 0 and probe["tail_ratio"] > 0
     assert probe["blocks_tail"] + probe["blocks_none"] > 0
+    assert probe["blocks_tail"] > 0 and -1.0 <= probe["error_link_local"] <= 1.0
     screen = (work / "results" / "tinyworld" / "world_screen.md").read_text()
     assert f"chain (`{ident}`)" in screen and "**chosen**" in screen and "Chosen: **chain**" in screen
+    assert "error link, block by block [>= -1]" in screen
 
     # the world: data and warm-started model where the layout puts them, the model at its greedy target
     data = work / "results" / "data" / ident
@@ -121,7 +130,7 @@ def test_a_world_is_built_from_its_knobs_and_one_arm_trains_in_it(tmp_path) -> N
     assert (work / "results" / "tinyworld" / "fig1.png").stat().st_size > 1000
 
     # a changed knob is a new world and a new run, the old ones stay
-    STUDY2 = {**STUDY, "worlds": {"chain": {**STUDY["worlds"]["chain"], "vocab_words": 5}}}
+    STUDY2 = {**STUDY, "worlds": {"chain": {**STUDY["worlds"]["chain"], "vocab_words": 7}}}
     (work / "tinyworld.yaml").write_text(yaml.safe_dump(STUDY2))
     res = snakemake("--configfile=tinyworld.yaml", "--cores", "2", "-n", "results/tinyworld/fig1.pdf", cwd=work)
     assert res.returncode == 0, res.stderr[-3000:]

@@ -36,6 +36,12 @@ SEVERE_DROP = 0.15  # severe: at or below running max - 0.15
 RECOVERY_BAND = 0.05  # transient: back within 0.05 of the pre-onset maximum ...
 RECOVERY_WINDOW = 20  # ... within 20 steps of the onset
 AFTER_STEP = 30  # events only count after step 30 (early validation noise)
+# Collapse, the cliff study's criterion (round 4), beside Section 2's onset: a dip that recovers is not a
+# collapse. Greedy validation at toy scale dips by 0.10 for one validation at every N, so the onset alone
+# cannot tell staleness from volatility there.
+COLLAPSE_DROP = 0.15  # every validation from the collapse on is at least 0.15 below the best before it ...
+COLLAPSE_MIN_POINTS = 2  # ... and at least two validations lie in [collapse, end]
+COLLAPSE_AFTER_STEP = AFTER_STEP  # and the collapse step is after step 30, as Section 2's events
 # Validation accuracies are ratios such as 1126/1319 and thresholds such as 0.80 - 0.10 are not exact in
 # binary floating point; EPS makes "at or below" behave as written on paper (0.70 <= 0.80 - 0.10).
 EPS = 1e-9
@@ -57,6 +63,10 @@ def nat_text(level: float) -> str:
 # caption cannot state a threshold the analysis does not apply.
 ONSET_TEXT = f"<= running max - {ONSET_DROP:.2f} after step {AFTER_STEP}"
 SEVERE_TEXT = f"<= max - {SEVERE_DROP:.2f}"
+COLLAPSE_TEXT = (
+    f"every validation from then on <= best before - {COLLAPSE_DROP:.2f}, after step {COLLAPSE_AFTER_STEP},"
+    f" over >= {COLLAPSE_MIN_POINTS} validations"
+)
 KL_STEP_TEXT = (
     f"step {KL_STEP} (step {KL_STEP_SHORT} where {KL_STEP_SHORT} < N <= {KL_STEP}, step N where N <= {KL_STEP_SHORT})"
 )
@@ -153,6 +163,28 @@ def degradation_events(val: pd.Series) -> DegradationEvents:
         return DegradationEvents(peak, peak_step, onset, severe, "transient", ref, int(steps[np.argmax(back)]))
     censored = bool(steps[-1] < onset + RECOVERY_WINDOW)
     return DegradationEvents(peak, peak_step, onset, severe, "sustained", ref, None, censored)
+
+
+def collapse_step(val: pd.Series) -> int | None:
+    """The step at which a validation curve collapses (the cliff study's criterion), else None.
+
+    A run collapses at validation step ``s`` when ``s > COLLAPSE_AFTER_STEP``, every validation from ``s``
+    to the end is at least ``COLLAPSE_DROP`` below the highest validation before ``s`` (at or below, with
+    ``EPS`` as Section 2's criteria), and at least ``COLLAPSE_MIN_POINTS`` validations lie in ``[s, end]``.
+    The first such step is returned. Unlike Section 2's onset a one-validation dip never counts, and a
+    curve that falls at its last validation does not either (one point cannot tell a collapse from a dip).
+    """
+    v = clean_series(val)
+    if len(v) < COLLAPSE_MIN_POINTS:
+        return None
+    steps = v.index.to_numpy()
+    vals = v.to_numpy(dtype="float64")
+    best_before = np.concatenate([[-np.inf], np.maximum.accumulate(vals)[:-1]])
+    best_after = np.maximum.accumulate(vals[::-1])[::-1]  # highest validation in [s, end]
+    left = len(vals) - np.arange(len(vals))  # validations in [s, end]
+    hit = (steps > COLLAPSE_AFTER_STEP) & (left >= COLLAPSE_MIN_POINTS)
+    hit &= best_after <= best_before - COLLAPSE_DROP + EPS
+    return int(steps[np.argmax(hit)]) if hit.any() else None
 
 
 def first_crossing(series: pd.Series, threshold: float) -> int | None:
@@ -392,7 +424,12 @@ def summarize_run(
 __all__ = [
     "LENGTH_UNKNOWN",
     "UNKNOWN_LENGTH_STATUS",
+    "COLLAPSE_AFTER_STEP",
+    "COLLAPSE_DROP",
+    "COLLAPSE_MIN_POINTS",
+    "COLLAPSE_TEXT",
     "DegradationEvents",
+    "collapse_step",
     "cycle_age",
     "cycle_of",
     "cycle_readings",

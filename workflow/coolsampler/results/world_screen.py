@@ -24,11 +24,12 @@ LABELS = {
     "tail_ratio": "tail ratio p/q",
     "offset": "offset (nats/token)",
     "error_link": "error link",
+    "error_link_local": "error link, block by block",
 }
 
 
 # Decimals a property is shown with: enough to see which side of its bound it falls on.
-DECIMALS = {"entropy": 3, "tail_ratio": 3, "offset": 4, "error_link": 3}
+DECIMALS = {"entropy": 3, "tail_ratio": 3, "offset": 4, "error_link": 3, "error_link_local": 3}
 
 
 def value_text(prop: str, value: float | None) -> str:

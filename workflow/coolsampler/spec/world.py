@@ -243,14 +243,17 @@ def study_worlds(raw: Mapping[str, Any], origin: str) -> dict[str, World]:
     }
 
 
-# The four properties a screen judges (coolsampler.testkit.world_probe measures them), in the screen's order.
-PROPERTIES = ("entropy", "tail_ratio", "offset", "error_link")
+# The properties a screen may bound (coolsampler.testkit.world_probe measures them), in the screen's order.
+# A study bounds some of them; ``error_link`` judges a block against the true running sum, ``error_link_local``
+# against the sum the answer itself wrote before it (a warm-started model carries its own mistakes on, so the
+# first counts every block after an error as wrong).
+PROPERTIES = ("entropy", "tail_ratio", "offset", "error_link", "error_link_local")
 
 
 @dataclass(frozen=True)
 class Screen:
     """A study's world screen (``screen:``): its candidate worlds in order, and the bounds each property
-    must meet; the first world that meets all four is the one the study trains in. Written into the study
+    must meet; the first world that meets all of them is the one the study trains in. Written into the study
     before any run, so the world is chosen by its properties and never by a cooled run."""
 
     worlds: tuple[str, ...]

@@ -42,7 +42,7 @@ EVENT_STEP = 150  # where an event is placed when the claim does not say
 # measures whose value is a learner step (shifted by steps, rounded where the log allows)
 STEP_FNS = {
     "first_at_least", "onset", "severe", "recovered_at", "back_at", "kl_cross", "lead", "diag_lead",
-    "last_step", "staleness_at_onset",
+    "last_step", "staleness_at_onset", "collapse",
 }  # fmt: skip
 # measures on the accuracy scale [0, 1]
 ACC_FNS = {"final", "peak", "val_first", "val_at", "max_val", "val_curve", "last5", "whole"}
@@ -164,6 +164,22 @@ def s_onset(df: pd.DataFrame, run: Run, v: int | None, until: int | None = None)
 
 
 s_severe = s_onset
+
+
+def s_collapse(df: pd.DataFrame, run: Run, v: int | None) -> None:
+    # a drop that holds to the end over at least two validations: no later than the last but one
+    if v is None:
+        _flat_with_drop(df, run, None)
+        return
+    last_but_one = (run.steps // run.val_every - 1) * run.val_every
+    _flat_with_drop(df, run, min(_round_val(v, run), last_but_one))
+
+
+def s_kl_growth(df: pd.DataFrame, run: Run, v: float, since: int, until: int, base: int = 1) -> None:
+    # a flat KL from ``base`` on, ``v`` higher over the window
+    t = df["step"].to_numpy()
+    _set_col(df, "kl", 0.02)
+    _set_col(df, "kl", 0.02 + v, (t >= since) & (t <= until))
 
 
 def s_kind(df: pd.DataFrame, run: Run, v: str | None) -> None:
@@ -356,6 +372,8 @@ SHAPERS: dict[str, Callable[..., Any]] = {
     "val_curve": s_val_curve,
     "first_at_least": s_first_at_least,
     "onset": s_onset,
+    "collapse": s_collapse,
+    "kl_growth": s_kl_growth,
     "severe": s_severe,
     "kind": s_kind,
     "recovered_at": s_recovered_at,
@@ -394,7 +412,7 @@ def default(fn: str, run: Run, args: Mapping[str, Any]) -> Any:
         return run.N // 2
     if fn in ("onset", "severe") and args.get("until") is not None:
         return min(EVENT_STEP, int(args["until"]) - 20)
-    if fn in ("first_at_least", "onset", "severe", "kl_cross"):
+    if fn in ("first_at_least", "onset", "severe", "kl_cross", "collapse"):
         return EVENT_STEP
     if fn in ("recovered_at", "back_at"):
         return EVENT_STEP + 20

@@ -117,6 +117,21 @@ def m_onset(d: RunData, until: int | None = None) -> int | None:
     return _events(d, until).onset
 
 
+def m_collapse(d: RunData) -> int | None:
+    """The step the run collapses at (``analysis.collapse_step``: a dip that recovers is none)."""
+    return A.collapse_step(_val(d))
+
+
+def m_kl_growth(d: RunData, since: int, until: int, base: int = 1) -> float:
+    """The learner-sampler KL's growth: its mean over steps ``since``-``until`` minus the run's own KL at
+    step ``base``. At step 1 no weight has moved, so the KL there is the tempering offset alone (a cooled
+    sampler starts above zero); the growth is the drift that staleness added on top of it."""
+    kl = _col(d, "kl")
+    window = _window(kl, since, until)
+    start = float(kl.loc[base]) if base in kl.index else math.nan
+    return float(window.mean()) - start if len(window) else math.nan
+
+
 def m_severe(d: RunData, until: int | None = None) -> int | None:
     return _events(d, until).severe
 
@@ -268,6 +283,8 @@ QUANTITIES: dict[str, Callable[..., Any]] = {
     "val_curve": m_val_curve,
     "first_at_least": m_first_at_least,
     "onset": m_onset,
+    "collapse": m_collapse,
+    "kl_growth": m_kl_growth,
     "severe": m_severe,
     "kind": m_kind,
     "recovered_at": m_recovered_at,
@@ -310,20 +327,50 @@ def p_onset_ratio(d: RunData, ref: RunData) -> float | None:
     return math.inf if mine is None else mine / theirs
 
 
-def p_val_gap_before_onset(d: RunData, ref: RunData) -> float | None:
-    """Mean over the validations both logged before the pair's onset (the whole run if it has none) of
-    the run's validation score minus its pair's: how far one arm is behind while the other still holds."""
-    cut = _events(ref).onset
+def p_val_gap(d: RunData, ref: RunData, before: int | None = None) -> float | None:
+    """Mean over the validations both logged (before step ``before``, where given) of the run's
+    validation score minus its pair's: how far one arm is behind the other."""
     a, b = _val(d), _val(ref)
-    if cut is not None:
-        a, b = a[a.index < cut], b[b.index < cut]
+    if before is not None:
+        a, b = a[a.index < before], b[b.index < before]
     gap = (a - b).dropna()
     return float(gap.mean()) if len(gap) else None
+
+
+def p_val_gap_before_onset(d: RunData, ref: RunData) -> float | None:
+    """``p_val_gap`` before the pair's onset (the whole run if it has none): how far one arm is behind
+    while the other still holds."""
+    return p_val_gap(d, ref, before=_events(ref).onset)
+
+
+def p_kl_growth_ratio(d: RunData, ref: RunData, since: int, until: int, base: int = 1) -> float | None:
+    """The run's KL growth (``m_kl_growth``) over its pair's. A pair that did not grow (growth <= 0)
+    beside a run that did counts as infinitely above any bound: the cooled drift vanished; where
+    neither grew there is no ratio to judge (None)."""
+    mine, theirs = m_kl_growth(d, since, until, base), m_kl_growth(ref, since, until, base)
+    if math.isnan(mine) or math.isnan(theirs):
+        return None
+    if theirs <= 0:
+        return math.inf if mine > 0 else None
+    return mine / theirs
+
+
+def p_collapse_ratio(d: RunData, ref: RunData) -> float | None:
+    """The run's collapse step over its pair's, where the pair collapses (None where it does not); a run
+    that does not collapse counts as infinitely later."""
+    theirs = m_collapse(ref)
+    if theirs is None:
+        return None
+    mine = m_collapse(d)
+    return math.inf if mine is None else mine / theirs
 
 
 PAIRED: dict[str, Callable[..., Any]] = {
     "onset_ratio": p_onset_ratio,
     "val_gap_before_onset": p_val_gap_before_onset,
+    "val_gap": p_val_gap,
+    "kl_growth_ratio": p_kl_growth_ratio,
+    "collapse_ratio": p_collapse_ratio,
 }
 
 
@@ -341,6 +388,11 @@ QUANTITY_COLUMNS: dict[str, tuple[str, ...]] = {
     "rise_lead": _VAL,
     "onset_ratio": _VAL,
     "val_gap_before_onset": _VAL,
+    "val_gap": _VAL,
+    "collapse": _VAL,
+    "collapse_ratio": _VAL,
+    "kl_growth": ("kl",),
+    "kl_growth_ratio": ("kl",),
 }
 _READING_COLUMN = {"kl": "kl", "entropy_start": "entropy", "clip": "clip_frac", "clip_cycle": "clip_frac"}
 
@@ -372,6 +424,7 @@ __all__ = [
     "load_run_data",
     "m_back_at",
     "m_col_gap_at",
+    "m_collapse",
     "m_cycle_change",
     "m_cycle_reading",
     "m_diag_lead",
@@ -382,6 +435,7 @@ __all__ = [
     "m_kl_at",
     "m_kl_cross",
     "m_kl_fixed",
+    "m_kl_growth",
     "m_kl_max",
     "m_kl_to_init",
     "m_last5",
@@ -399,7 +453,10 @@ __all__ = [
     "m_val_curve",
     "m_val_first",
     "m_whole",
+    "p_collapse_ratio",
+    "p_kl_growth_ratio",
     "p_onset_ratio",
+    "p_val_gap",
     "p_val_gap_before_onset",
     "quantity_columns",
     "staleness_at",
