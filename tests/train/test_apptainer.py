@@ -91,6 +91,9 @@ def test_the_apptainer_image_is_the_docker_image() -> None:
     assert "export VERL_VERSION={{ VERL_VERSION }}" in post.splitlines()
     assert "useradd --create-home --uid 10001" in post
     assert "org.opencontainers.image.description GRPO" in "\n".join(labels)
+    # the package's links stay links (Docker's COPY keeps them; Apptainer's %files would copy config/ in)
+    for link in ("config", "profiles"):
+        assert f"ln -s ../../../../{link} /opt/coolsampler/src/workflow/coolsampler/spec/shipped_files/{link}" in post
     # what the dockerignore keeps out of Docker's context is removed before install.sh installs the package
     for gone in ("testkit", "__pycache__", "'*.pyc'"):
         assert post.index(gone) < post.index("bash /opt/coolsampler/install.sh"), gone
@@ -102,7 +105,7 @@ def test_an_edited_dockerfile_makes_the_recipe_stale(tmp_path: Path) -> None:
     for f in (apptainer.DOCKERFILE, apptainer.DOCKERIGNORE, apptainer.RECIPE):
         (tmp_path / f).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(ROOT / f, tmp_path / f)
-    shutil.copytree(ROOT / "workflow/coolsampler", tmp_path / "workflow/coolsampler")
+    shutil.copytree(ROOT / "workflow/coolsampler", tmp_path / "workflow/coolsampler", symlinks=True)
     docker = tmp_path / apptainer.DOCKERFILE
     docker.write_text(docker.read_text().replace("TORCH_VERSION=2.11.0", "TORCH_VERSION=2.12.0"))
     why = stale(tmp_path)
@@ -120,6 +123,8 @@ def small_repo(tmp_path: Path, dockerfile: str, ignore: str = "*\n!app/\n") -> P
     (tmp_path / "containers").mkdir(parents=True, exist_ok=True)
     (tmp_path / "app" / "sub").mkdir(parents=True, exist_ok=True)
     (tmp_path / "app" / "a.py").write_text("")
+    if not (tmp_path / "app" / "cfg").is_symlink():
+        (tmp_path / "app" / "cfg").symlink_to("../conf")  # out of the build context, as shipped_files/config
     (tmp_path / apptainer.DOCKERFILE).write_text(dockerfile)
     (tmp_path / apptainer.DOCKERIGNORE).write_text(ignore)
     return tmp_path
@@ -154,9 +159,10 @@ def test_each_fix_on_a_small_dockerfile(tmp_path: Path) -> None:
     assert section(recipe, "environment") == ["export PIN=1.0", "export WITH_ARG={{ VERSION }}"]
     assert re.search(r"^%post -c /bin/bash$", recipe, re.M)
     post = section(recipe, "post")
-    assert post[:4] == [
+    assert post[:5] == [
         "set -e -o pipefail",
         "export VERSION={{ VERSION }}",
+        "rm -rf /opt/app/cfg && ln -s ../conf /opt/app/cfg",
         "find /opt/app -name __pycache__ -prune -exec rm -rf {} +",
         "rm -rf /opt/app/sub",
     ]
@@ -292,7 +298,7 @@ def image_repo(tmp_path: Path, version: str) -> Path:
     for f in (apptainer.DOCKERFILE, apptainer.DOCKERIGNORE, apptainer.RECIPE):
         (repo / f).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(ROOT / f, repo / f)
-    shutil.copytree(ROOT / "workflow/coolsampler", repo / "workflow/coolsampler")
+    shutil.copytree(ROOT / "workflow/coolsampler", repo / "workflow/coolsampler", symlinks=True)
     (repo / "results" / "build").mkdir(parents=True)
     (repo / "results" / "build" / f"verl-{version}-py3-none-any.whl").write_bytes(b"")
     return repo

@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import re
 import shlex
 import sys
@@ -60,6 +61,8 @@ FIXES: Final[dict[str, str]] = {
     "labels": "labels are written `name value`, Apptainer's form; spython writes Docker's name=\"value\"",
     "dockerignore": "what Dockerfile.dockerignore leaves out of a copied directory is removed from it at the start"
     " of %post: Apptainer's %files has no ignore file",
+    "symlinks": "a symbolic link inside a copied directory is put back as the link Docker's COPY keeps: Apptainer's"
+    " %files copies what it points to (cp -L)",
     "runscript": "%runscript runs its arguments, else CMD, after ENTRYPOINT (Docker's rule), in the caller's"
     ' directory; spython\'s runs `CMD "$@"` after cd WORKDIR. No %startscript: no instance is started',
     "comments": "the Dockerfile's comments stay in the Dockerfile: spython copies them into %post",
@@ -143,6 +146,22 @@ def _dockerignore_removals(files: Sequence[Sequence[str]], patterns: Sequence[st
     return lines
 
 
+def _symlinks(files: Sequence[Sequence[str]], root: Path) -> list[str]:
+    """Shell lines putting back each symbolic link of a copied directory as the link it is in the repository
+    (Docker copies a link inside a COPY'd directory as a link; Apptainer's %files dereferences it)."""
+    lines: list[str] = []
+    for src, dst in files:
+        if not (root / src).is_dir():
+            continue
+        for here, dirs, names in sorted(os.walk(root / src)):  # links are not followed
+            for name in sorted(dirs + names):
+                path = Path(here, name)
+                if path.is_symlink():
+                    at = f"{dst.rstrip('/')}/{path.relative_to(root / src).as_posix()}"
+                    lines.append(f"rm -rf {at} && ln -s {shlex.quote(os.readlink(path))} {at}")
+    return lines
+
+
 def _shell(install: Sequence[str]) -> tuple[str | None, list[str]]:
     """The program and ``set`` options of the Dockerfile's SHELL instruction, if any."""
     for line in install:
@@ -201,6 +220,7 @@ def derive_recipe(root: str | Path = ROOT) -> str:
     program, options = _shell(stage.install)
     assignments = {f"{k}={v}" for k, v in defaults.items()}
     post = [f"export {name}={{{{ {name} }}}}" for name in required]
+    post += _symlinks(stage.files, root)
     post += _dockerignore_removals(stage.files, _ignored_paths((root / DOCKERIGNORE).read_text()), root)
     for line in stage.install:
         bare = line.strip()
