@@ -54,6 +54,13 @@ def test_the_committed_recipe_is_what_the_dockerfile_gives() -> None:
     assert apptainer.main(["--check"]) == 0
 
 
+def test_the_command_needs_a_checkout(tmp_path: Path, capsys) -> None:
+    assert apptainer.main(["--check", "--root", str(tmp_path)]) == 1
+    assert capsys.readouterr().err == (
+        f"apptainer recipe: no containers/Dockerfile under {tmp_path}: pass the checkout with --root\n"
+    )
+
+
 def test_the_apptainer_image_is_the_docker_image() -> None:
     """Read from the two files themselves, not from the derivation: every ENV, LABEL, COPY and RUN of the
     Dockerfile is in the recipe, the base is the same digest, the required build argument is one too.
@@ -202,6 +209,9 @@ def test_spython_alone_gets_these_wrong() -> None:
         (f"FROM x/y@{DIGEST}\nCMD python3 -V\n", "only the exec form"),
         (f'FROM x/y@{DIGEST}\nSHELL ["/bin/bash"]\n', "ending in -c"),
         (f"FROM x/y@{DIGEST}\nONBUILD RUN true\n", "ONBUILD is not converted"),
+        (f"FROM x/y@{DIGEST}\nADD https://example.org/a.tar.gz /opt/\n", "ADD is not converted"),
+        (f"FROM x/y@{DIGEST}\nHEALTHCHECK CMD true\n", "HEALTHCHECK is not converted"),
+        (f"FROM x/y@{DIGEST}\nCOPY --chown=1:1 app /opt/app\n", "COPY --chown=1:1 is not converted"),
     ],
 )
 def test_what_is_not_converted_is_refused(tmp_path: Path, dockerfile: str, error: str) -> None:

@@ -11,9 +11,10 @@ file is not exactly what the Dockerfile gives, so the two cannot drift.
 
 spython's conversion is not right for this Dockerfile as it comes; ``derive_recipe`` fixes the parsed
 recipe before writing it, each fix for a reason that ``FIXES`` states in one line (the docs list them).
-A construct the fixes do not cover (a defaulted ``ARG`` used outside ``FROM``, ``COPY --from``, a
-shell-form ``CMD``, an ``ONBUILD``, a dockerignore pattern that would need a glob inside a copied
-directory) is refused with a one-line error instead of being converted silently.
+A construct the fixes do not cover (an instruction outside ``CONVERTED`` such as ``ADD`` or ``ONBUILD``,
+COPY's options, a second stage, a defaulted ``ARG`` used outside ``FROM``, a shell-form ``CMD``, a
+dockerignore glob inside a copied directory) is refused with a one-line error instead of being converted
+silently.
 
 The command lines: ``build_command`` (``apptainer build``, for rule ``image``) and ``exec_prefix``
 (``apptainer exec``, before verl's command in rule ``train``) are built here as argv lists and run by
@@ -71,6 +72,11 @@ FIXES: Final[dict[str, str]] = {
 _INSTRUCTION = re.compile(r"^(?P<word>[A-Z]+)\s+(?P<rest>.*)$")
 _REF = re.compile(r"\$\{?(?P<name>[A-Za-z_][A-Za-z0-9_]*)\}?")
 _IDENTITY_ENV = ("USER", "LOGNAME", "HOME")
+# The Dockerfile instructions derive_recipe converts; any other is refused (ADD's downloads and archives,
+# HEALTHCHECK, ONBUILD, VOLUME, EXPOSE, STOPSIGNAL have no checked Apptainer counterpart here).
+CONVERTED: Final[tuple[str, ...]] = (
+    "FROM", "ARG", "ENV", "LABEL", "SHELL", "COPY", "RUN", "USER", "WORKDIR", "ENTRYPOINT", "CMD",
+)  # fmt: skip
 
 
 class RecipeError(ValueError):
@@ -103,6 +109,18 @@ def _quiet_spython() -> Iterator[None]:
         yield
     finally:
         bot.level = level
+
+
+def _check_instructions(dockerfile_text: str) -> None:
+    """Refuse what spython would convert wrongly or drop without a word: an instruction outside
+    ``CONVERTED``, and COPY's options (spython takes ``--chown=...`` for a source path)."""
+    joined = re.sub(r"\\\n", " ", "\n".join(x for x in dockerfile_text.splitlines() if not x.lstrip().startswith("#")))
+    for m in re.finditer(r"^\s*([A-Za-z]+)\s+(.*)$", joined, re.M):
+        word, rest = m.group(1).upper(), m.group(2)
+        if word not in CONVERTED:
+            raise RecipeError(f"{DOCKERFILE}: {word} is not converted")
+        if word == "COPY" and rest.startswith("--") and not rest.startswith("--from"):
+            raise RecipeError(f"{DOCKERFILE}: COPY {rest.split()[0]} is not converted")
 
 
 def _required_args(dockerfile_text: str) -> list[str]:
@@ -190,6 +208,7 @@ def derive_recipe(root: str | Path = ROOT) -> str:
 
     root = Path(root)
     text = (root / DOCKERFILE).read_text()
+    _check_instructions(text)
     required = _required_args(text)
     with _quiet_spython():
         parser = DockerParser(str(root / DOCKERFILE))
@@ -227,8 +246,6 @@ def derive_recipe(root: str | Path = ROOT) -> str:
         word = m.group("word") if (m := _INSTRUCTION.match(bare)) else ""
         if not bare or bare.startswith("#") or bare in assignments or word in ("SHELL", "USER"):
             continue
-        if word in ("ONBUILD", "HEALTHCHECK", "ADD"):
-            raise RecipeError(f"{DOCKERFILE}: {word} is not converted")
         post.append(f"export {bare}" if bare in environ else bare)
     if options or program:
         post.insert(0, "set -e" + "".join(f" {o}" for o in options))
@@ -303,6 +320,9 @@ def main(argv: list[str] | None = None) -> int:
     group.add_argument("--check", action="store_true", help=f"exit 1 if {RECIPE} is stale")
     ap.add_argument("--root", type=Path, default=ROOT, help="the repository root")
     args = ap.parse_args(argv)
+    if not (args.root / DOCKERFILE).is_file():
+        print(f"apptainer recipe: no {DOCKERFILE} under {args.root}: pass the checkout with --root", file=sys.stderr)
+        return 1
     try:
         if args.write:
             (args.root / RECIPE).write_text(derive_recipe(args.root))
