@@ -1,12 +1,12 @@
 """The image definitions and the container training command.
 
-containers/Dockerfile and containers/coolsampler.def must describe one image: the same vLLM base
-digest, the same pinned versions (verl 0.9.1's `vllm` extra: vllm 0.24.0, torch 2.11.0,
-transformers 5.9.0), the same install script and the same patched wheel, named by the local version
-build_verl.py prints for patches/verl. Then: the Dockerfile passes hadolint (when installed) and
-the project's own policy (digest-pinned base, non-root user, no secret baked in); the training
-prefix for docker/apptainer; run_verl running verl through a prefix; the image build recording the
-digest. No container engine is needed: fake ones stand in.
+containers/Dockerfile and containers/coolsampler.def (derived from it: tests/train/test_apptainer.py)
+must describe one image: the same vLLM base digest, the same pinned versions (verl 0.9.1's `vllm`
+extra: vllm 0.24.0, torch 2.11.0, transformers 5.9.0), the same install script and the same patched
+wheel, named by the local version build_verl.py prints for patches/verl. Then: the Dockerfile passes
+hadolint (when installed) and the project's own policy (digest-pinned base, non-root user, no secret
+baked in); the training prefix for docker/apptainer; run_verl running verl through a prefix; the image
+build recording the digest. No container engine is needed: fake ones stand in.
 """
 
 from __future__ import annotations
@@ -117,7 +117,7 @@ def test_both_install_the_wheel_of_the_same_patch_set_with_one_script() -> None:
     assert "bash /opt/coolsampler/install.sh" in def_section("post")
     for f in ("install.sh", "check_image.py", "image-lock.json"):
         assert re.search(rf"^COPY [^\n]*containers/{re.escape(f)}[^\n]* /opt/coolsampler/$", DOCKERFILE, re.M), f
-        assert f"containers/{f} /opt/coolsampler/{f}" in def_section("files"), f
+        assert f"containers/{f} /opt/coolsampler/" in def_section("files"), f
     for src in ("pyproject.toml", "workflow/coolsampler"):
         assert f"COPY {src} " in DOCKERFILE and f"    {src} " in def_section("files")
     # the build gets the local version build_verl.py derives from patches/verl
@@ -622,9 +622,9 @@ def test_an_image_runs_as_any_uid(dockerfile: str) -> None:
 
 
 def test_apptainer_builds_with_fakeroot_for_a_user_without_root(monkeypatch) -> None:
-    """A login node: %setup needs root, so a user builds with --fakeroot; root builds as it is. A failed
-    build as a user says what to ask for (fakeroot) or where else to build."""
-    assert "%setup" in DEF
+    """A login node: %post installs packages as root, so a user builds with --fakeroot; root builds as it is.
+    A failed build as a user says what to ask for (fakeroot) or where else to build."""
+    assert "%post" in DEF
     version = verl_local_version()
     monkeypatch.setattr(build_image.os, "geteuid", lambda: 1000)
     assert build_image.build_command("apptainer", "img.sif", version)[:3] == ["apptainer", "build", "--fakeroot"]

@@ -6,8 +6,11 @@
 
 Docker: ``docker build -f containers/Dockerfile`` from the repository root (BuildKit, so that
 containers/Dockerfile.dockerignore limits the context), the image id from ``--iidfile``.
-Apptainer: ``apptainer build`` of containers/coolsampler.def into the ``.sif``, the digest is the
-sha256 of that file. Either way the digest file holds one line, ``sha256:<64 hex>``, which each
+Apptainer: ``apptainer build`` of containers/coolsampler.def into the ``.sif`` (the argv from
+``coolsampler.train.apptainer.build_command``), the digest is the sha256 of that file. That recipe is
+derived from the Dockerfile (``coolsampler.train.apptainer``); a copy that is not what the Dockerfile
+gives now is refused before anything is built.
+Either way the digest file holds one line, ``sha256:<64 hex>``, which each
 training job runs (docker) or records (apptainer) and writes into its run.yaml.
 
 The wheel the image installs must already exist (rule verl_wheel); the build fails otherwise.
@@ -15,10 +18,11 @@ The wheel the image installs must already exist (rule verl_wheel); the build fai
 build argument): a stand-in built locally where Docker Hub is out of reach (workflow/tools/docker_bases.py).
 ``COOLSAMPLER_BUILD_NETWORK=host`` builds with the host's network (``--network host``): a Docker daemon
 without a bridge network (``dockerd --bridge=none``) gives the build's pip none otherwise.
-Apptainer as a user without root (a cluster's login node): containers/coolsampler.def has a ``%setup``
-section, which needs root, so the build is run with ``--fakeroot`` (an entry in /etc/subuid, or
+Apptainer as a user without root (a cluster's login node): the recipe's ``%post`` installs packages as
+root, so the build is run with ``--fakeroot`` (an entry in /etc/subuid, or
 Apptainer >= 1.1's root-mapped namespace with the ``fakeroot`` program); when that fails the error says
-what to ask for, or where else to build (``FAKEROOT_HELP``). Standard library only.
+what to ask for, or where else to build (``FAKEROOT_HELP``). Standard library and coolsampler.train.apptainer
+(whose staleness check needs spython, the ``apptainer`` extra) only.
 """
 
 from __future__ import annotations
@@ -31,6 +35,8 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+from coolsampler.train import apptainer
 
 ROOT = Path(__file__).resolve().parents[2]
 BASE_ENV = "COOLSAMPLER_BASE_IMAGE"
@@ -74,17 +80,9 @@ def build_command(
             cmd += ["--iidfile", str(iidfile)]
         return [*cmd, str(root)]
     if engine == "apptainer":
-        fakeroot = ["--fakeroot"] if os.geteuid() != 0 else []  # %setup needs root, or a fake one
-        return [
-            "apptainer",
-            "build",
-            *fakeroot,
-            "--force",
-            "--build-arg",
-            arg,
-            image,
-            str(root / "containers" / "coolsampler.def"),
-        ]
+        return apptainer.build_command(
+            root / apptainer.RECIPE, image, {"VERL_VERSION": verl_version}, fakeroot=os.geteuid() != 0
+        )
     raise ImageBuildError(f"engine {engine!r}: allowed docker, apptainer")
 
 
@@ -107,6 +105,17 @@ def buildkit_missing() -> str | None:
     )
 
 
+def recipe_stale(root: Path = ROOT) -> str | None:
+    """Why containers/coolsampler.def is not the recipe the Dockerfile gives, or None: an image is built
+    from the one definition, never from a copy left behind by an edit of the Dockerfile."""
+    try:
+        return apptainer.stale(root)
+    except ImportError as e:
+        return f"checking {apptainer.RECIPE} against {apptainer.DOCKERFILE} needs spython ({e}): pip install spython"
+    except apptainer.RecipeError as e:
+        return str(e)
+
+
 def sha256_file(path: Path) -> str:
     h = hashlib.sha256()
     with path.open("rb") as f:
@@ -123,6 +132,8 @@ def build(engine: str, image: str, verl_version: str, digest_out: Path, *, root:
     if shutil.which(engine) is None:
         raise ImageBuildError(f"{engine} is not on PATH; set container.engine to what this host has (or none)")
     if engine == "docker" and (why := buildkit_missing()):
+        raise ImageBuildError(why)
+    if engine == "apptainer" and (why := recipe_stale(root)):
         raise ImageBuildError(why)
     env = {**os.environ, "DOCKER_BUILDKIT": "1"}
     with tempfile.TemporaryDirectory() as tmp:

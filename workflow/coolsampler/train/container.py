@@ -25,6 +25,9 @@ verl runs (``coolsampler.worker.*`` and ``coolsampler.worker.rewards``, loaded b
 execute and on nothing else: editing the analysis or plotting code does not rebuild the image (and
 with it retrain every run). ``IMAGE_ATTENTION`` is the attention implementation the image supports.
 
+The Apptainer argv (``apptainer exec`` here, ``apptainer build`` for rule ``image``) and the Apptainer
+recipe, derived from the Dockerfile, are in ``coolsampler.train.apptainer``.
+
 This module never imports verl and starts nothing itself except the short ``verl_version_in`` and
 ``remove_container`` calls.
 """
@@ -39,6 +42,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Final
 
+from coolsampler.train.apptainer import exec_prefix
 from coolsampler.train.code import PACKAGE, PACKAGE_DIR, imported_modules, module_files
 from coolsampler.worker.env import RUN_TOKEN_ENV
 
@@ -190,19 +194,7 @@ def training_prefix(
             cmd += ["-e", n]  # by name: docker copies the value from its own environment
         return [*cmd, digest]
     if spec.engine == "apptainer":
-        cmd = [
-            "apptainer",
-            "exec",
-            "--nv",
-            "--env",
-            "PYTHONNOUSERSITE=1",  # $HOME is mounted: keep ~/.local's packages out
-            "--env",
-            "PYTHONPATH=",  # and the host's Python path
-        ]
-        for m in dict.fromkeys(mounts):
-            cmd += ["--bind", m]
-        cmd += ["--pwd", workdir]
-        return [*cmd, str(Path(spec.image).resolve())]
+        return exec_prefix(spec.image, workdir=workdir, binds=binds)
     raise ContainerError(f"no training prefix for engine {spec.engine!r}")
 
 
