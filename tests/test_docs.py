@@ -407,9 +407,10 @@ def gpu_box_examples() -> list[tuple[list[str], list[str]]]:
     return out
 
 
-def _section_snakemake(section: str) -> list[list[str]]:
-    """Every snakemake command of the section's bash blocks (inside a ``docker run`` line too)."""
-    return [c[1] for c in [(None, _command(ln)) for ln in _code_lines(section)] if c[1] and c[1][0] == "snakemake"]
+def _docker_run_snakemake(section: str) -> list[list[str]]:
+    """The snakemake command of each ``docker run`` line of the section's bash blocks: step 4 as pasted."""
+    commands = [_command(ln) for ln in _code_lines(section) if ln.startswith("docker run ")]
+    return [c for c in commands if c and c[0] == "snakemake"]
 
 
 def test_the_gpu_box_section_is_one_recipe():
@@ -422,19 +423,35 @@ def test_the_gpu_box_section_is_one_recipe():
     at = [section.index(mark) for mark in order]
     assert at == sorted(at), order
     assert "modelled" in section.split("**The host needs**")[0]
-    runs = [ln for ln in _code_lines(section) if ln.startswith("docker run")]
-    assert len(runs) == 2 and "--network=none" not in runs[0] and "--network=none" in runs[1], runs
-    assert " prefetch prepare_data " in runs[0] and "--gpus all" in runs[1] and "--user" in runs[1]
+    runs = [ln for ln in _code_lines(section) if ln.startswith("docker run ")]
     examples = gpu_box_examples()
     assert len(examples) == 3
     assert [any("one-gpu.yaml" in a for a in plan) for plan, _ in examples] == [False, True, False]
+    # the prefetch with the network, then step 4 without it: the paper's cards, one GPU, 80 GB cards
+    assert len(runs) == 1 + len(examples) and "--network=none" not in runs[0], runs
+    assert " prefetch prepare_data " in runs[0]
+    assert all("--network=none" in r and "--gpus all" in r and "--user" in r for r in runs[1:]), runs
+    assert len({r.split(" snakemake ")[0] for r in runs[1:]}) == 1, "step 4's docker options differ between cases"
+
+
+def test_the_paper_study_overview_numbers_its_steps_in_order():
+    """The overview's commands are numbered as the steps listed under them, each step once, none missing."""
+    text = (REPO / "docs" / "paper-study.md").read_text()
+    block = re.search(r"```bash\n(.*?)```", text, flags=re.S)[1]
+    numbered = [int(n) for n in re.findall(r"^# (\d+)\. ", block, flags=re.M)]
+    steps = text.split("Step by step:", 1)[1].split("\n\n", 2)[1]
+    listed = [int(n) for n in re.findall(r"^(\d+)\. ", steps, flags=re.M)]
+    assert listed == list(range(1, len(listed) + 1)), listed
+    assert numbered == listed, (numbered, listed)
 
 
 @pytest.mark.parametrize("example", gpu_box_examples(), ids=lambda e: " ".join(e[0][3:]))
 def test_documented_gpu_box_plan_prints_what_the_page_shows(example, capsys, monkeypatch):
     """The page's `plan --run` line prints the page's two lines first (the cost, the command), and its
-    `command:` is a snakemake command of the section (with `--resources gpu=1` on one GPU), which
-    dry-runs with `profiles/gpu-box` and plans exactly that run's training on the GPUs the plan names."""
+    `command:`, word for word, is the snakemake command of a step-4 `docker run` line of the section: the
+    command is pasted as printed, with every option the page's step 4 gives (`--resources gpu=1` on one
+    GPU) and no other. It dry-runs with `profiles/gpu-box` and plans exactly that run's training on the
+    GPUs the plan names."""
     plan, printed = example
     sys.path.insert(0, str(REPO / "workflow"))
     from coolsampler.cli import main
@@ -444,10 +461,13 @@ def test_documented_gpu_box_plan_prints_what_the_page_shows(example, capsys, mon
     assert capsys.readouterr().out.splitlines()[:2] == printed
     smk = shlex.split(printed[1].removeprefix("command: "))
     gpus = int(re.search(r"on (\d+) GPU\(s\) each", printed[0])[1])
-    shown = _section_snakemake(_gpu_box_section())
-    if gpus == 1:
-        smk[4:4] = ["--resources", "gpu=1"]  # after the target: --resources takes every word up to an option
+    shown = _docker_run_snakemake(_gpu_box_section())
     assert smk in shown, (smk, shown)
+    from coolsampler.cli.plan import profile_gpus
+
+    # runs smaller than the profile's box are capped to it, or several would share its first GPUs
+    capped = gpus < profile_gpus("gpu")
+    assert capped == any(smk[i : i + 2] == ["--resources", f"gpu={gpus}"] for i in range(len(smk))), smk
     argv = [sys.executable, "-m", "snakemake", "-n", "--nolock", *smk[1:]]
     res = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=300, check=False)
     assert res.returncode == 0, res.stderr[-3000:]
@@ -457,6 +477,22 @@ def test_documented_gpu_box_plan_prints_what_the_page_shows(example, capsys, mon
     assert len(trains) == 1 and f"key={run}" in trains[0], trains
     resources = re.findall(r"^rule train:\n(?:.*\n)*?\s+resources: (.*)$", out, flags=re.M)
     assert resources and f"gpu={gpus}" in resources[0].split(", "), resources
+
+
+def test_a_command_said_to_list_the_papers_runs_reads_the_paper_study():
+    """Where a page or a message says a command lists the paper's runs, that command as written reads
+    the paper study: a bare one reads its default study (the CLI's one rule), the smoke study for most."""
+    sys.path.insert(0, str(REPO / "workflow"))
+    from coolsampler.cli import PAPER_STUDY, build_parser
+
+    said = r"`(coolsampler [^`]+)`\s+lists\s+the\s+paper's"
+    sources = [*PAGES, *(REPO / "workflow" / "coolsampler").rglob("*.py")]
+    found = [(_rel(f), cmd) for f in sources for cmd in re.findall(said, f.read_text())]
+    assert len({f for f, _ in found}) >= 2, found  # the results page and the claims command's message
+    paper = (REPO / PAPER_STUDY).resolve()
+    for where, cmd in found:
+        args = build_parser().parse_args(shlex.split(cmd)[1:])
+        assert Path(args.study).resolve() == paper, f"{where}: `{cmd}` reads {args.study}, not {PAPER_STUDY}"
 
 
 NUMBER_WORDS = {1: "one", 2: "two", 3: "three", 4: "four", 5: "five"}

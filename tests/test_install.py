@@ -70,6 +70,7 @@ def test_the_installed_package_is_not_the_checkout(installed: Path, tmp_path: Pa
         (["runs"], "toy-qwen2/arith/"),  # the default study, config/config.yaml
         (["plan", "--study", "config/paper.yaml", "--run", KEY], "plan: 1 run(s) to train on 4 GPU(s) each"),
         (["plan", "--study", "paper", "--overlay", "config/hardware/one-gpu.yaml", "--run", KEY], "on 1 GPU(s) each"),
+        (["plan", "--study", "paper", "--overlay", "one-gpu", "--run", KEY], " --resources gpu=1 --configfile "),
         (["plan", "--study", "config/paper.yaml", "--profile", "slurm"], "profiles/slurm jobs: 16"),
         (["memory", "--study", "config/paper.yaml", "--overlay", "config/hardware/80gb.yaml"], "fits"),
         (["overrides", KEY, "--study", "config/paper.yaml"], "trainer.n_gpus_per_node=4"),

@@ -234,6 +234,30 @@ def test_a_study_is_found_by_name_or_its_path_from_any_directory(tmp_path: Path,
     assert e.value.code == 2 and "no such file: papr" in err and "shipped studies: " in err and "paper" in err
 
 
+@pytest.mark.parametrize("command", ["plan", "memory"])
+def test_an_overlay_is_found_by_name_and_a_wrong_one_lists_the_overlays(
+    command: str, tmp_path: Path, monkeypatch, capsys
+) -> None:
+    """`--overlay one-gpu` names the shipped config/hardware/one-gpu.yaml from any directory, as its path
+    does; a name that is no overlay is refused in one line naming the shipped overlays, not the studies."""
+    from coolsampler.spec.shipped import shipped_overlays, shipped_studies
+
+    monkeypatch.chdir(tmp_path)
+    extra = ["--run", "qwen2.5-math-1.5b/gsm8k/N192_lr2e-6_tis_Tb0.8_Tl1_s1"] if command == "plan" else []
+    outs = []
+    for overlay in ("one-gpu", "config/hardware/one-gpu.yaml"):
+        assert main([command, "--study", "paper", "--overlay", overlay, *extra]) == 0
+        outs.append(capsys.readouterr().out)
+    assert outs[0] == outs[1] and "on 1 x 79.6 GiB GPUs" in outs[0]
+    with pytest.raises(SystemExit) as e:
+        main([command, "--study", "paper", "--overlay", "one-gp", *extra])
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert e.value.code == 2 and "no such overlay: one-gp" in err, err
+    overlays = shipped_overlays()
+    assert {"one-gpu", "80gb"} <= set(overlays) and all(name in err for name in overlays), err
+    assert not any(f" {name}," in err or err.endswith(f" {name})") for name in shipped_studies()), err
+
+
 def test_a_subcommand_is_one_registry_line(monkeypatch, capsys) -> None:
     """A module with add_parser(sub) and run(args) (or register(sub)) plus one SUBCOMMANDS line is a command:
     listed with the line's help, parsed with the module's options, run by its run()."""

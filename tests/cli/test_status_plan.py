@@ -418,6 +418,60 @@ def test_plan_memory_and_the_job_agree_on_a_runs_gpus(tmp_path: Path, capsys) ->
     assert not any(ln.startswith("-   set") and ln.endswith(": fits") for ln in lines), lines
 
 
+def test_plan_prints_the_command_whole_for_runs_smaller_than_the_box(tmp_path: Path, capsys) -> None:
+    """One GPU a run on the gpu-box profile (4 GPUs, a job given no devices of its own): the printed command
+    carries `--resources gpu=1` after the target, so it trains one run at a time as printed, and the
+    wall time counts one at a time; a 4-GPU run (the 80 GB overlay) needs no option beyond the profile."""
+    from coolsampler.cli.plan import profile_gpus, snakemake_options
+
+    assert profile_gpus("gpu") == 4 and profile_gpus("slurm") is None
+    onegpu = REPO / "config" / "hardware" / "one-gpu.yaml"
+    two = [ONE_B5, ONE_B5.replace("_s1", "_s43")]
+    study = load_study(PAPER, overlays=[onegpu])
+    plan = make_plan(study, results=tmp_path, keys=two)
+    assert snakemake_options(plan) == ["--resources", "gpu=1"] and plan.parallel == 1
+    assert summary(plan)["wall_todo"] == pytest.approx(summary(plan)["hours_todo"])  # one after the other
+    argv = ["plan", "--study", str(PAPER), "--results", str(tmp_path), "--overlay", str(onegpu), "--run", ONE_B5]
+    assert main(argv) == 0
+    command = capsys.readouterr().out.splitlines()[1]
+    words = command.removeprefix("command: ").split()
+    target = words.index(f"{tmp_path}/runs/{ONE_B5}/metrics.parquet")
+    at = words.index("--resources")
+    assert words[at : at + 2] == snakemake_options(plan) and at == target + 1 and words[at + 2] == "--configfile"
+    eighty = make_plan(load_study(PAPER, overlays=[EIGHTY]), results=tmp_path, keys=[SEVEN_B])
+    assert snakemake_options(eighty) == [] and eighty.parallel == 1
+    # on SLURM each job gets its own GPUs: nothing beyond the profile
+    assert snakemake_options(make_plan(study, profile="slurm", results=tmp_path, keys=two)) == []
+
+
+def test_memory_and_plan_check_your_own_hosts_memory(tmp_path: Path, capsys) -> None:
+    """`--host-memory-gib` checks the host against one's own machine instead of the SLURM job's mem_mb
+    (with --profile too: the smaller of the two); a host too small for a run is a DOES NOT FIT and exit 1."""
+    from coolsampler.train.memory import HOST_MARGIN, slurm_train_mem_bytes
+
+    slurm = REPO / "profiles" / "slurm" / "config.v8+.yaml"
+    slurm_usable = f"{slurm_train_mem_bytes(slurm) * (1 - HOST_MARGIN) / 1024**3:.1f}"
+    onegpu = ["--study", str(PAPER), "--overlay", str(REPO / "config" / "hardware" / "one-gpu.yaml")]
+    assert main(["memory", *onegpu]) == 0
+    assert f"host 52.1 of {slurm_usable} GiB" in capsys.readouterr().out
+    assert main(["memory", *onegpu, "--host-memory-gib", "500"]) == 0  # larger than a SLURM job's: the host's
+    out = capsys.readouterr().out
+    assert "| host memory (500 GiB declared) |" in out and f"host 52.1 of {500 * (1 - HOST_MARGIN):.1f} GiB" in out
+    assert main(["memory", *onegpu, "--host-memory-gib", "500", "--profile", str(slurm)]) == 0  # the smaller
+    assert f"host 52.1 of {slurm_usable} GiB" in capsys.readouterr().out
+    assert main(["memory", *onegpu, "--host-memory-gib", "40"]) == 1
+    out = capsys.readouterr().out
+    assert "qwen2.5-math-1.5b gsm8k on 1 x 79.6 GiB GPUs: DOES NOT FIT" in out and "host 52.1 of 36.0 GiB" in out
+    plan = ["plan", *onegpu, "--results", str(tmp_path), "--run", ONE_B5]
+    assert main([*plan, "--host-memory-gib", "40"]) == 1
+    out = capsys.readouterr().out
+    assert "memory DOES NOT FIT 1 x 79.6 GiB GPUs" in out.splitlines()[0] and "host 52.1 of 36.0 GiB" in out
+    assert main([*plan, "--host-memory-gib", "125"]) == 0
+    assert "host 52.1 of 112.5 GiB" in capsys.readouterr().out
+    assert main(["memory", *onegpu, "--host-memory-gib", "0"]) == 2
+    assert "--host-memory-gib 0.0: a host's memory in GiB, > 0" in capsys.readouterr().err
+
+
 def test_the_studys_time_limit_reaches_the_job_and_plan_warns_past_it(tmp_path: Path, capsys) -> None:
     """A study's runtime_min is the training job's time limit (SLURM --time), and plan warns when the
     study's watchdog limit (timeout_min) is not below the job's limit: the scheduler would stop the run."""

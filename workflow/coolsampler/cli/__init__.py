@@ -8,7 +8,8 @@ subcommand. Only the module of the command that runs is imported, so a module th
 (an optional dependency missing) breaks that command alone, never ``--help`` or ``--version``.
 
 A ``--study``/``--overlay``/``--claims`` file is found where the command runs, else by name among the
-shipped studies (``coolsampler.spec.shipped``: ``--study paper`` or ``--study config/paper.yaml``), so
+shipped files (``coolsampler.spec.shipped``: ``--study paper`` or ``--study config/paper.yaml``,
+``--overlay one-gpu`` or ``--overlay config/hardware/one-gpu.yaml``), so
 every command works from any directory, from a checkout or a plain ``pip install``. Light: only
 ``verl-check`` and ``acceptance`` import verl (when they run), so the rest work on a laptop with the core
 install; without the training stack those two say in one line what to install.
@@ -125,6 +126,14 @@ def study_file(value: str) -> str:
     return str(find_config(value))
 
 
+def overlay_file(value: str) -> str:
+    """An overlay as given where it exists, else the shipped one of that name or path (``one-gpu``,
+    ``config/hardware/one-gpu.yaml``); an unknown one is refused naming the shipped overlays."""
+    from coolsampler.spec.shipped import find_overlay
+
+    return str(find_overlay(value))
+
+
 def command_of(argv: Sequence[str]) -> str | None:
     """The subcommand ``argv`` names: its first word that is not an option (the top level's options take
     no value), or None."""
@@ -154,7 +163,7 @@ def build_parser(only: str | None = None, *, lazy: bool = False) -> argparse.Arg
                 sub.choices[entry.name].set_defaults(func=module.run)
         for action in sub.choices[entry.name]._actions:  # study and claims files: found from any directory
             if action.dest in STUDY_FILE_OPTIONS and action.type is None:
-                action.type = study_file
+                action.type = overlay_file if action.dest == "overlay" else study_file
             if action.dest == "study" and action.default == DEFAULT_STUDY:  # the one rule, and its help says it
                 action.default = default_study(entry.name)
                 action.help = f"{action.help} (default: {action.default})"

@@ -1,8 +1,9 @@
 """``coolsampler memory [--study FILE] [--profile FILE]``: the memory budget of every model and task of a
 study (default: the paper's) on the gpu platform (``coolsampler.train.memory``), as a Markdown table
 against the study's declared machines (GPU memory per model, host memory per node) and the SLURM
-profile's per-job memory; one line per run saying whether it fits, and where not, the setting that makes
-it fit; the processes one run starts with what each kind holds; then the assumptions it rests on.
+profile's per-job memory, or one's own GPUs (``--gpu-memory-gib``) and host (``--host-memory-gib``);
+one line per run saying whether it fits, and where not, the setting that makes it fit; the processes
+one run starts with what each kind holds; then the assumptions it rests on.
 Exit status 1 if some run does not fit.
 
 ``coolsampler memory --measure SID [--out FILE]``: samples the process session ``SID`` of a running
@@ -32,6 +33,7 @@ from coolsampler.train.memory import (
     fit_lines,
     markdown_table,
     on_gpus,
+    on_host,
     process_table,
     study_settings,
 )
@@ -41,8 +43,23 @@ from coolsampler.train.platform import get_platform
 DEFAULT_PROFILE = "profiles/slurm/config.v8+.yaml"  # shipped files (coolsampler.spec.shipped)
 OVERLAY_HELP = (
     "a file merged over the study as snakemake merges a second --configfile (repeatable), e.g."
-    " config/hardware/80gb.yaml: your own GPUs and what makes the runs fit them"
+    " config/hardware/80gb.yaml: your own GPUs and what makes the runs fit them; a shipped one also by"
+    " its name (one-gpu, 80gb)"
 )
+
+
+HOST_MEMORY_HELP = (
+    "check the host memory against your own machine of this size (GiB: `free -g`'s total) instead of the"
+    " SLURM profile's per-job memory (with --profile: the smaller of the two)"
+)
+
+
+def host_profile(profile: Path | None, host_memory_gib: float | None) -> Path | None:
+    """The SLURM profile whose per-job memory the host check uses: the one given, else the shipped one,
+    unless the host's own memory is given alone (a GPU box: no scheduler between the run and its host)."""
+    if profile is not None:
+        return Path(profile)
+    return None if host_memory_gib is not None else find_config(DEFAULT_PROFILE)
 
 
 def _find_session() -> int:
@@ -93,12 +110,12 @@ def _memory(args: argparse.Namespace) -> int:
     except (OSError, StudyError) as err:
         print(f"coolsampler memory: {err}", file=sys.stderr)
         return 2
-    platform = get_platform("gpu").for_study(study.raw)
+    platform = on_host(get_platform("gpu").for_study(study.raw), args.host_memory_gib)
     settings = on_gpus(study_settings(study, platform), args.gpu_memory_gib)
     if not settings:
         print(f"coolsampler memory: study {study.name} has no run of a model memory.py knows the shape of")
         return 0
-    profile = Path(args.profile)
+    profile = host_profile(args.profile, args.host_memory_gib)
     print(markdown_table(settings, profile, platform))
     print("\n".join(f"- {line}" for line in fit_lines(settings, profile, platform)) + "\n")  # a list in Markdown
     print(process_table(settings))
@@ -116,11 +133,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="check on your own GPUs of this size (nvidia-smi memory.total / 1024, e.g. 79.6 for an 80 GB"
         " card) instead of the study's declared ones",
     )
+    m.add_argument("--host-memory-gib", type=float, help=HOST_MEMORY_HELP)
     m.add_argument(
         "--profile",
-        default=DEFAULT_PROFILE,
         type=find_config,
-        help="SLURM profile to check against (default: %(default)s)",
+        help=f"SLURM profile whose per-job memory to check against (default: {DEFAULT_PROFILE}, unless"
+        " --host-memory-gib is given alone)",
     )
     m.add_argument(
         "--measure",

@@ -24,7 +24,9 @@ Done runs (``run.yaml`` + ``train.jsonl``, as ``coolsampler.cli.status``) are ma
 remaining cost. The output opens with the cost in one line; the table per model and task and the
 memory fit follow, the processes a run starts only with ``--detail``. ``--run KEY`` plans those runs of
 the study alone (one arm on one GPU box) and prints the Snakemake command that trains them;
-``--overlay FILE`` and ``--gpu-memory-gib`` check the memory on one's own GPUs (``coolsampler memory``).
+``--overlay FILE``, ``--gpu-memory-gib`` and ``--host-memory-gib`` check the memory on one's own GPUs and host
+(``coolsampler memory``). The command is printed whole, to paste as it is: with ``--resources gpu=G`` where
+the runs hold fewer GPUs than the gpu-box profile declares (``snakemake_options``).
 Exit status 1 when a run's memory does not fit (as ``coolsampler memory``). Light: no verl, vLLM or torch.
 """
 
@@ -42,7 +44,7 @@ from typing import Any
 import yaml
 
 from coolsampler.cli import DEFAULT_STUDY
-from coolsampler.cli.memory import OVERLAY_HELP
+from coolsampler.cli.memory import HOST_MEMORY_HELP, OVERLAY_HELP, host_profile
 from coolsampler.cli.status import hmm, read_records, refresh_lines, step_times
 from coolsampler.spec.settings import PAPER_RECIPE, step_seconds
 from coolsampler.spec.shipped import PROFILES as PROFILE_DIR
@@ -105,6 +107,7 @@ class Plan:
     groups: list[Group]
     memory: list[Any] = field(default_factory=list)  # coolsampler.train.memory.Setting per model and task (gpu)
     timeout_min: float | None = None  # the study's own watchdog limit (timeout_min), if it sets one
+    host_profile: Path | None = SLURM_PROFILE  # the per-job memory the host is checked against (None: the host's)
 
 
 def is_done(run_dir: Path) -> bool:
@@ -136,9 +139,32 @@ def measure(run_dir: Path, platform: str) -> tuple[list[float], float | None, in
     return times, startup, _dir_bytes(run_dir)
 
 
+def profile_gpus(profile: str) -> int | None:
+    """The GPUs the ``profile`` file declares for its machine (the gpu-box profile's ``resources: gpu=``);
+    None where it declares none (SLURM places each job on its own GPUs; CPU has none)."""
+    path = PROFILE_DIR / PROFILE_FILE.get(profile, "-") / PROFILE_NAME
+    if profile != "gpu" or not path.exists():
+        return None
+    cfg = yaml.safe_load(path.read_text()) or {}
+    return next((int(str(r).split("=")[1]) for r in cfg.get("resources", []) if str(r).startswith("gpu=")), None)
+
+
+def gpu_resource(profile: str, gpus_per_run: int) -> int | None:
+    """The ``gpu`` resource the command gives Snakemake (``--resources gpu=G``) where the profile's own is
+    wrong for runs of ``gpus_per_run`` GPUs, else None. The gpu-box profile declares its box's GPUs and
+    trains one run at a time on them because a job is not given devices of its own (two runs would share
+    the first ones): a run holding fewer GPUs than it declares would train beside another on the same
+    devices. So the GPUs a run holds are the box's, for Snakemake, and the printed command says so."""
+    declared = profile_gpus(profile)
+    if declared is None or not gpus_per_run or gpus_per_run >= declared:
+        return None
+    return gpus_per_run
+
+
 def default_parallel(profile: str, platform: Platform, gpus_per_run: int | None = None) -> tuple[int, str]:
-    """How many runs train at once on ``profile``, from the profile file (module docstring); ``gpus_per_run``:
-    the most GPUs one of the runs holds (default: the platform's)."""
+    """How many runs train at once on ``profile``, from the profile file (module docstring) and the
+    ``gpu_resource`` the command sets; ``gpus_per_run``: the most GPUs one of the runs holds (default: the
+    platform's)."""
     if profile == "cpu":
         return max(1, CPU_CORES // max(1, platform.threads)), f"--cores {CPU_CORES}, {platform.threads} thread(s) a run"
     gpus_per_run = gpus_per_run or platform.gpus_per_run
@@ -148,9 +174,11 @@ def default_parallel(profile: str, platform: Platform, gpus_per_run: int | None 
     cfg = yaml.safe_load(path.read_text()) or {}
     if profile == "slurm":
         return int(cfg.get("jobs", 1)), f"profiles/slurm jobs: {cfg.get('jobs', 1)}"
-    gpus = next((int(str(r).split("=")[1]) for r in cfg.get("resources", []) if str(r).startswith("gpu=")), None)
+    gpus = profile_gpus(profile)
     if gpus is None or not gpus_per_run:
         return 1, "one at a time"
+    if (capped := gpu_resource(profile, gpus_per_run)) is not None:
+        return 1, f"--resources gpu={capped}: profiles/gpu-box declares {gpus}, a job has no devices of its own"
     return max(1, gpus // gpus_per_run), f"profiles/gpu-box gpu={gpus}, {gpus_per_run} a run"
 
 
@@ -173,10 +201,12 @@ def make_plan(
     parallel: int | None = None,
     keys: Sequence[str] = (),
     gpu_memory_gib: float | None = None,
+    host_memory_gib: float | None = None,
 ) -> Plan:
     """The plan of ``study`` on ``profile`` (default: gpu for a gpu study, else cpu), its results read
     from ``results`` (default: the study's); ``keys``: only these runs of it; ``gpu_memory_gib``: the
-    memory checked on GPUs of that size (``coolsampler.train.memory.on_gpus``)."""
+    memory checked on GPUs of that size (``coolsampler.train.memory.on_gpus``); ``host_memory_gib``: on a
+    host of that size, instead of a SLURM job's memory (``coolsampler.cli.memory.host_profile``)."""
     if keys:
         study = only_runs(study, keys)
     profile = profile or ("cpu" if study.raw.get("profile", "cpu") == "cpu" else "gpu")
@@ -209,10 +239,12 @@ def make_plan(
     par, why = (parallel, "--parallel") if parallel else default_parallel(profile, platform, most)
     memory = []
     if platform.name == "gpu":  # memory.py models the gpu platform's run on the study's machines
-        from coolsampler.train.memory import on_gpus, study_settings
+        from coolsampler.train.memory import on_gpus, on_host, study_settings
 
+        platform = on_host(platform, host_memory_gib)
         memory = on_gpus(study_settings(study, platform), gpu_memory_gib)
-    return Plan(study.name, profile, platform, par, why, groups, memory, study.raw.get("timeout_min"))
+    host = host_profile(None, host_memory_gib)
+    return Plan(study.name, profile, platform, par, why, groups, memory, study.raw.get("timeout_min"), host)
 
 
 def only_runs(study: Study, keys: Sequence[str]) -> Study:
@@ -260,19 +292,30 @@ def memory_fits(plan: Plan) -> bool:
     """Every run's memory fits its GPUs and host by the memory model (True where none is modelled)."""
     from coolsampler.train.memory import fit
 
-    return all(fit(m, SLURM_PROFILE, plan.platform).fits for m in plan.memory)
+    return all(fit(m, plan.host_profile, plan.platform).fits for m in plan.memory)
 
 
 def command(plan: Plan, study_files: Sequence[str], targets: Sequence[str]) -> str:
     """The Snakemake command that makes ``targets`` of the plan's study on its profile (from the checkout,
-    where Snakemake finds the Snakefile and the profiles)."""
+    where Snakemake finds the Snakefile and the profiles), whole: with every option the plan's runs need
+    beyond the profile (``snakemake_options``), so that it is pasted as printed."""
     where = f"--profile profiles/{PROFILE_FILE[plan.profile]}" if plan.profile in PROFILE_FILE else "--cores 2"
     if not (REPO / "Snakefile").is_file():
         cd = "(from a checkout of the repository) "
     else:
         cd = "" if Path.cwd().resolve() == REPO.resolve() else f"cd {REPO} && "
     files = [_shown(f) for f in study_files]
-    return f"{cd}snakemake {where} {' '.join(targets)} --configfile {' '.join(files)}"
+    # --resources takes every word up to the next option: after the targets, before --configfile
+    options = " ".join(snakemake_options(plan))
+    return f"{cd}snakemake {where} {' '.join(targets)} {options + ' ' if options else ''}--configfile {' '.join(files)}"
+
+
+def snakemake_options(plan: Plan) -> list[str]:
+    """The options the plan's runs need beyond the profile's, on the command line: ``--resources gpu=G``
+    where the runs hold fewer GPUs than the profile's box (``gpu_resource``). The one place they are
+    derived: ``command`` prints them, and the documented recipe is checked against them."""
+    capped = gpu_resource(plan.profile, max((g.gpus for g in plan.groups), default=0))
+    return [] if capped is None else ["--resources", f"gpu={capped}"]
 
 
 def _shown(path: str) -> str:
@@ -327,7 +370,7 @@ def _host_memory(plan: Plan, detail: bool = False) -> list[str]:
 
     out = [
         "memory of one run on the study's machines, modelled (memory.py; `coolsampler memory` itemises it):",
-        *fit_lines(plan.memory, SLURM_PROFILE, plan.platform),
+        *fit_lines(plan.memory, plan.host_profile, plan.platform),
     ]
     if detail:
         out += ["the processes it starts:", process_table(plan.memory).rstrip("\n")]
@@ -478,7 +521,19 @@ def text(plan: Plan, *, list_runs: bool = False, detail: bool = False) -> str:
     return "\n".join(out) + "\n"
 
 
-__all__ = ["PROFILES", "Plan", "default_parallel", "is_done", "make_plan", "summary", "text", "wall_hours"]
+__all__ = [
+    "PROFILES",
+    "Plan",
+    "command",
+    "default_parallel",
+    "gpu_resource",
+    "is_done",
+    "make_plan",
+    "snakemake_options",
+    "summary",
+    "text",
+    "wall_hours",
+]
 
 
 def _plan(args: argparse.Namespace) -> int:
@@ -491,6 +546,7 @@ def _plan(args: argparse.Namespace) -> int:
         parallel=args.parallel,
         keys=keys,
         gpu_memory_gib=args.gpu_memory_gib,
+        host_memory_gib=args.host_memory_gib,
     )
     # the cost first, with the command that incurs it; then what it rests on
     print(one_line(plan))
@@ -513,6 +569,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--gpu-memory-gib", type=float, help="check the memory on GPUs of this size (GiB) instead of the study's"
     )
+    p.add_argument("--host-memory-gib", type=float, help=HOST_MEMORY_HELP)
     p.add_argument("--profile", choices=PROFILES, help="where it runs (default: gpu for a gpu study, else cpu)")
     p.add_argument("--results", help="results directory with finished runs (default: the study's results:)")
     p.add_argument("--parallel", type=int, help="runs training at once (default: from the profile)")

@@ -15,12 +15,18 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent / "shipped_files"  # holds config/ and profiles/ as in the repository
 CONFIG = ROOT / "config"
+HARDWARE = CONFIG / "hardware"  # the overlays: one's own GPUs merged over a study (``--overlay``)
 PROFILES = ROOT / "profiles"
 
 
 def shipped_studies() -> list[str]:
     """The names of the shipped studies (``config/NAME.yaml`` files with runs), for messages and ``--study NAME``."""
     return sorted(p.stem for p in CONFIG.glob("*.yaml") if not p.stem.endswith("claims"))
+
+
+def shipped_overlays() -> list[str]:
+    """The names of the shipped overlays (``config/hardware/NAME.yaml``), for messages and ``--overlay NAME``."""
+    return sorted(p.stem for p in HARDWARE.glob("*.yaml"))
 
 
 class ShippedFileError(FileNotFoundError, argparse.ArgumentTypeError):
@@ -45,4 +51,32 @@ def find_config(value: str | Path) -> Path:
     )
 
 
-__all__ = ["CONFIG", "PROFILES", "ROOT", "ShippedFileError", "find_config", "shipped_studies"]
+def find_overlay(value: str | Path) -> Path:
+    """An overlay (a file merged over a study, ``--overlay``): ``value`` where it exists from the current
+    directory; else the shipped one it names, by path (``config/hardware/one-gpu.yaml``) or by name
+    (``one-gpu``, ``hardware/one-gpu``). A name that is neither raises ``ShippedFileError`` listing the
+    shipped overlays, the files ``--overlay`` takes (not the studies)."""
+    given = Path(value)
+    if given.exists():
+        return given
+    if not given.is_absolute():
+        for path in (ROOT / given, CONFIG / given, CONFIG / f"{given}.yaml", HARDWARE / f"{given}.yaml"):
+            if path.is_file():
+                return path.resolve()
+    raise ShippedFileError(
+        f"no such overlay: {value} (here or among the shipped ones; shipped overlays:"
+        f" {', '.join(shipped_overlays())}, in config/hardware/)"
+    )
+
+
+__all__ = [
+    "CONFIG",
+    "HARDWARE",
+    "PROFILES",
+    "ROOT",
+    "ShippedFileError",
+    "find_config",
+    "find_overlay",
+    "shipped_overlays",
+    "shipped_studies",
+]

@@ -399,15 +399,31 @@ def checkpoint_disk_bytes(model: str) -> int:
     return 2 * checkpoint_bytes(model)
 
 
-def host_limit_bytes(profile: Path, platform: Platform | None = None) -> tuple[int, str]:
+def host_limit_bytes(profile: Path | None, platform: Platform | None = None) -> tuple[int, str]:
     """What a training job may hold on its node: the SLURM profile's ``mem_mb`` for rule train (read as
     10^6 bytes; SLURM's --mem counts MiB, so this errs on the safe side), or the declared node memory
-    where that is less."""
-    limit, what = slurm_train_mem_bytes(profile), f"SLURM mem_mb ({profile.parent.name} profile)"
+    where that is less. ``profile`` None: no scheduler between the run and its machine (one's own GPU
+    box), so the declared host memory alone (``on_host``)."""
     host = (platform or get_platform("gpu")).host_memory_gib
+    if profile is None:
+        if host is None:
+            raise ValueError("no host memory to check against: give a SLURM profile or the host's (--host-memory-gib)")
+        return int(host * GIB), f"host memory ({host:g} GiB declared)"
+    limit, what = slurm_train_mem_bytes(profile), f"SLURM mem_mb ({profile.parent.name} profile)"
     if host is not None and host * GIB < limit:
         return int(host * GIB), "node memory (hardware.host_memory_gib)"
     return limit, what
+
+
+def on_host(platform: Platform, host_memory_gib: float | None) -> Platform:
+    """``platform`` on a host of ``host_memory_gib`` GiB, over the study's declared one: the machine one
+    has (``coolsampler memory|plan --host-memory-gib``), checked without editing the study. None: as
+    declared."""
+    if host_memory_gib is None:
+        return platform
+    if host_memory_gib <= 0:
+        raise ValueError(f"--host-memory-gib {host_memory_gib}: a host's memory in GiB, > 0 (free -g: total)")
+    return replace(platform, host_memory_gib=float(host_memory_gib))
 
 
 # --------------------------------------------------------------------------------------------------
@@ -521,7 +537,7 @@ class Fit:
         return self.gpu_fits and self.host_fits
 
 
-def fit(s: Setting, profile: Path, platform: Platform | None = None) -> Fit:
+def fit(s: Setting, profile: Path | None, platform: Platform | None = None) -> Fit:
     limit, what = host_limit_bytes(profile, platform)
     return Fit(
         s,
@@ -571,7 +587,7 @@ def _candidates(s: Setting, samples_per_step: int) -> list[tuple[str, str, Setti
     return out
 
 
-def fixes(s: Setting, profile: Path, platform: Platform | None = None, samples_per_step: int = 128) -> list[Fix]:
+def fixes(s: Setting, profile: Path | None, platform: Platform | None = None, samples_per_step: int = 128) -> list[Fix]:
     """For a run that does not fit: the first single setting that makes it fit (``_candidates``' order);
     where none does alone, every knob in that order at its strongest value, one after another, until it
     fits (each with the budget so far). Empty when the run fits; the last budget says if nothing does."""
@@ -600,7 +616,7 @@ def _label(s: Setting) -> str:
     return f"{s.model} {s.task} ({s.arch.params / 1e9:.2f}B, TP={s.tp}, {s.gpus} x {s.gpu_bytes / GIB:g} GiB GPUs)"
 
 
-def markdown_table(settings: list[Setting], profile: Path, platform: Platform | None = None) -> str:
+def markdown_table(settings: list[Setting], profile: Path | None, platform: Platform | None = None) -> str:
     """Every item in GiB for each setting (model and task), the totals and the limits."""
 
     def gib(b: int) -> str:
@@ -644,7 +660,7 @@ def markdown_table(settings: list[Setting], profile: Path, platform: Platform | 
     return "\n".join(rows) + "\n"
 
 
-def fit_lines(settings: list[Setting], profile: Path, platform: Platform | None = None) -> list[str]:
+def fit_lines(settings: list[Setting], profile: Path | None, platform: Platform | None = None) -> list[str]:
     """One line per setting: fits, or what does not and the setting that makes it fit."""
     out = []
     for s in settings:
