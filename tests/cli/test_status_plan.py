@@ -344,6 +344,9 @@ def test_plan_of_one_run_prints_its_cost_beside_the_command_that_trains_it(tmp_p
     assert "set models: {qwen2.5-math-7b: {gpu_memory_utilization: 0.45}}" in out
     assert main(["plan", "--study", str(PAPER), "--run", "qwen2.5-math-7b/gsm8k/N1_nope"]) == 2
     assert "is not in study paper; runs of that model/task" in capsys.readouterr().err
+    # a run of no model/task of the study: the hint names the study whose runs it lists
+    assert main(["plan", "--study", str(PAPER), "--run", "other-model/gsm8k/N1_nope"]) == 2
+    assert "`coolsampler runs --study paper` lists them" in capsys.readouterr().err
 
 
 def test_memory_on_your_own_gpus_from_the_command_line_or_an_override_file(capsys) -> None:

@@ -254,7 +254,11 @@ def only_runs(study: Study, keys: Sequence[str]) -> Study:
     for key in keys:
         if key not in by_key:
             near = [k for k in by_key if k.split("/")[:2] == key.split("/")[:2]][:3]
-            hint = f"; runs of that model/task: {', '.join(near)}" if near else "; `coolsampler runs` lists them"
+            hint = (
+                f"; runs of that model/task: {', '.join(near)}"
+                if near
+                else f"; `coolsampler runs --study {study.name}` lists them"
+            )
             raise StudyError(f"run {key} is not in study {study.name}{hint}")
     return replace(study, runs=[by_key[k] for k in dict.fromkeys(keys)])
 
