@@ -4,8 +4,9 @@
     snakemake --cores 1 --configfile=config/paper.yaml results/fig1.pdf   # one paper figure
     snakemake --profile profiles/slurm --configfile=config/paper.yaml results/fig1.pdf
 
-Result-path scheme (coolsampler.spec.layout owns it; R = the study's `results:`, the paper's `results`, the
-smoke study's `results/smoke`; S = `results`, shared by every study; D = `data_dir`, default S/data):
+Result-path scheme (coolsampler.spec.layout owns it, and the rules take their run paths from its
+run_pattern; R = the study's `results:`, the paper's `results`, the smoke study's `results/smoke`;
+S = `results`, shared by every study; D = `data_dir`, default S/data):
 
     S/build/verl-0.9.1+coolsampler.<patch-hash>-py3-none-any.whl     patched verl (rule verl_wheel)
     S/build/image.digest, image-inputs.<hash>.json                     the image's id, its sources' content (rules image,
@@ -31,6 +32,8 @@ smoke study's `results/smoke`; S = `results`, shared by every study; D = `data_d
         checkpoints/        verl's newest checkpoint (+ the stale sampler's snapshot): what a resume starts from
         metrics.parquet     one row per step, schema coolsampler.spec.metrics_schema (rule parse)
         status.json         whether the log is whole, and what is missing
+        parse.log, curves.log, diagnostics.log
+                            the logs of rules parse, run_curves and run_diagnostics
         key-changed-<k>.json, set-aside-<k>.json, superseded/<old k>/
                             a run whose training key changed to <k>, and its set-aside checkpoints
                             (coolsampler.train.rerun; rule supersede)
