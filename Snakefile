@@ -27,7 +27,9 @@ S = `results`, shared by every study; D = `data_dir`, default S/data):
         run.yaml            every setting, the effective recipe, commit, package versions, training key,
                             verl's overrides and environment (rule train; coolsampler.spec.provenance.run_record)
         train.jsonl         verl's `file` logger, one line per step (rule train)
-        train.log           verl's console, with progress lines (step k/T, ETA)
+        train.log           the job's log: progress lines (step k/T, ETA), on failure the reason
+        verl.log            verl's own output (Ray, vLLM, Hydra)
+        attempts/NN.jsonl   verl's log of each attempt of the job, assembled into train.jsonl at the end
         train.benchmark.tsv wall time and memory of the job
         checkpoints/        verl's newest checkpoint (+ the stale sampler's snapshot): what a resume starts from
         metrics.parquet     one row per step, schema coolsampler.spec.metrics_schema (rule parse)
