@@ -4,8 +4,9 @@
     snakemake --cores 1 --configfile=config/paper.yaml results/fig1.pdf   # one paper figure
     snakemake --profile profiles/slurm --configfile=config/paper.yaml results/fig1.pdf
 
-Result-path scheme (coolsampler.spec.layout owns it; R = the study's `results:`, the paper's `results`, the
-smoke study's `results/smoke`; S = `results`, shared by every study; D = `data_dir`, default S/data):
+Result-path scheme (coolsampler.spec.layout owns it, and the rules take their run paths from its
+run_pattern; R = the study's `results:`, the paper's `results`, the smoke study's `results/smoke`;
+S = `results`, shared by every study; D = `data_dir`, default S/data):
 
     S/build/verl-0.9.1+coolsampler.<patch-hash>-py3-none-any.whl     patched verl (rule verl_wheel)
     S/build/image.digest, image-inputs.<hash>.json                     the image's id, its sources' content (rules image,
@@ -26,11 +27,15 @@ smoke study's `results/smoke`; S = `results`, shared by every study; D = `data_d
         run.yaml            every setting, the effective recipe, commit, package versions, training key,
                             verl's overrides and environment (rule train; coolsampler.spec.provenance.run_record)
         train.jsonl         verl's `file` logger, one line per step (rule train)
-        train.log           verl's console, with progress lines (step k/T, ETA)
+        train.log           the job's log: progress lines (step k/T, ETA), on failure the reason
+        verl.log            verl's own output (Ray, vLLM, Hydra)
+        attempts/NN.jsonl   verl's log of each attempt of the job, assembled into train.jsonl at the end
         train.benchmark.tsv wall time and memory of the job
         checkpoints/        verl's newest checkpoint (+ the stale sampler's snapshot): what a resume starts from
         metrics.parquet     one row per step, schema coolsampler.spec.metrics_schema (rule parse)
         status.json         whether the log is whole, and what is missing
+        parse.log, curves.log, diagnostics.log
+                            the logs of rules parse, run_curves and run_diagnostics
         key-changed-<k>.json, set-aside-<k>.json, superseded/<old k>/
                             a run whose training key changed to <k>, and its set-aside checkpoints
                             (coolsampler.train.rerun; rule supersede)

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import io
 import re
 import subprocess
 import sys
+import tokenize
 from pathlib import Path
 
 import pytest
@@ -164,3 +166,67 @@ def test_the_cliff_studies_plan_their_runs_and_rounds_1_2_share_one_world(tmp_pa
             assert len(jobs(res.stdout, "world_probe")) == len(screen.probed) == 5
             assert len(jobs(res.stdout, "world_model")) == 5 and "checkpoint world_screen:" in res.stdout
     assert len(idents) == 1
+
+
+RULE_FILES = [REPO / "Snakefile", *sorted((REPO / "workflow" / "rules").glob("*.smk"))]
+
+
+def code_strings(path: Path) -> list[tuple[int, str]]:
+    """(line, text) of every string literal in a rule file's code, f-strings whole: its comments and the
+    Snakefile's header (which documents the scheme for people) are not code."""
+    tokens = list(tokenize.generate_tokens(io.StringIO(path.read_text()).readline))
+    strings = [t for t in tokens if t.type == tokenize.STRING or tokenize.tok_name[t.type] == "FSTRING_MIDDLE"]
+    first = next(t for t in tokens if t.type not in (tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE))
+    return [(t.start[0], t.string) for t in strings if t is not first]
+
+
+def spelled_run_paths(path: Path) -> list[str]:
+    """The strings of a rule file that spell a path through a run directory (…/runs/…) themselves."""
+    from coolsampler.spec.layout import RUNS
+
+    spelled = re.compile(rf"(?<![\w.-]){RUNS}/|/{RUNS}(?![\w.-])")
+    return [f"{path.name}:{line}: {text}" for line, text in code_strings(path) if spelled.search(text)]
+
+
+@pytest.mark.parametrize("rule_file", RULE_FILES, ids=lambda p: p.name)
+def test_no_rule_spells_a_run_path(rule_file):
+    """A rule takes its run paths from coolsampler.spec.layout (run_pattern, Layout): spelled in a rule,
+    the scheme could drift from the one the scripts, the analysis and the CLI read."""
+    assert not spelled_run_paths(rule_file)
+
+
+def test_the_run_path_check_sees_a_spelled_path(tmp_path):
+    """The check above reads strings and f-strings of rule code, and not its comments or the header."""
+    rule = tmp_path / "x.smk"
+    rule.write_text(
+        '"""Header: R/runs/<key>/x."""\n# {root}/runs/{key}/x in a comment\n'
+        'rule x:\n    output:\n        "{root}/runs/{key}/x",\n    log:\n        f"{R}/runs/{{key}}/x.log",\n'
+        "    params:\n        runs=STUDY.runs,\n"
+    )
+    assert [s.split(": ", 1)[0] for s in spelled_run_paths(rule)] == ["x.smk:5", "x.smk:7"]
+
+
+def test_every_file_a_rule_puts_in_a_run_directory_is_in_the_snakefile_header():
+    """The header's list of a run directory's files is complete: every output, log and benchmark the
+    smoke study's jobs (and rule supersede's marker) put in a run directory is named in it."""
+    from coolsampler.spec.layout import KEY_PARTS, Layout
+    from coolsampler.spec.study import load_study
+    from coolsampler.train.rerun import KEY_RE, key_markers
+
+    study = load_study(REPO / "config" / "config.yaml")
+    layout = Layout(str(study.results))
+    marker = key_markers(layout.run_dir(study.runs[0].key), "0" * 12)["set_aside"]
+    res = snakemake("-n", "all", marker)
+    assert res.returncode == 0, res.stderr[-2000:]
+    paths = [
+        p for line in re.findall(r"^\s+(?:output|log|benchmark): (.+)$", res.stdout, re.M) for p in line.split(", ")
+    ]
+    names = {
+        re.sub(KEY_RE, "<k>", "/".join(Path(p).relative_to(layout.runs).parts[KEY_PARTS:]))
+        for p in paths
+        if p.startswith(f"{layout.runs}/")
+    }
+    assert {"train.jsonl", "parse.log", "curves.png", "set-aside-<k>.json"} <= names
+    header = (REPO / "Snakefile").read_text().split('"""')[1]
+    missing = sorted(n for n in names if not re.search(rf"(?<![\w.<>-]){re.escape(n)}(?![\w.-])", header))
+    assert not missing, f"the Snakefile header does not list {missing} in a run directory"

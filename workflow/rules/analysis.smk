@@ -78,13 +78,13 @@ rule table:
 # made, from the run's status.json and run.yaml (coolsampler.paper.report).
 rule run_curves:
     input:
-        metrics="{root}/runs/{key}/metrics.parquet",
-        status="{root}/runs/{key}/status.json",
-        settings="{root}/runs/{key}/run.yaml",
+        metrics=run_pattern("metrics.parquet"),
+        status=run_pattern("status.json"),
+        settings=run_pattern("run.yaml"),
         code=RUN_CURVES_CODE,
     output:
         report(
-            "{root}/runs/{key}/curves.png",
+            run_pattern("curves.png"),
             caption="../report/run.rst",
             category="Runs",
             subcategory=lambda wc: wc.key.rsplit("/", 1)[0],
@@ -93,7 +93,7 @@ rule run_curves:
             ),
         ),
     log:
-        "{root}/runs/{key}/curves.log",
+        run_pattern("curves.log"),
     localrule: True
     params:
         study=lambda wc: root_of(wc).study.name,
@@ -107,13 +107,13 @@ rule run_curves:
 # (coolsampler.paper.diagnostics; the numbers: coolsampler.results.diagnostics).
 rule run_diagnostics:
     input:
-        metrics="{root}/runs/{key}/metrics.parquet",
-        status="{root}/runs/{key}/status.json",
-        settings="{root}/runs/{key}/run.yaml",
+        metrics=run_pattern("metrics.parquet"),
+        status=run_pattern("status.json"),
+        settings=run_pattern("run.yaml"),
         code=RUN_DIAGNOSTICS_CODE,
     output:
         report(
-            "{root}/runs/{key}/diagnostics.png",
+            run_pattern("diagnostics.png"),
             caption="../report/run_diagnostics.rst",
             category="Runs",
             subcategory=lambda wc: wc.key.rsplit("/", 1)[0],
@@ -122,7 +122,7 @@ rule run_diagnostics:
             ),
         ),
     log:
-        "{root}/runs/{key}/diagnostics.log",
+        run_pattern("diagnostics.log"),
     localrule: True
     params:
         study=lambda wc: root_of(wc).study.name,

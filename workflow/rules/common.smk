@@ -8,7 +8,7 @@ from dataclasses import asdict, dataclass
 
 import pandas as pd
 
-from coolsampler.train.paths import Layout, REHEARSAL_MODEL, run_paths
+from coolsampler.train.paths import Layout, REHEARSAL_MODEL, run_paths, run_pattern
 from coolsampler.train.platform import Platform, get_platform
 from coolsampler.train.rehearsal import (
     TWO_RANK_DIR,
@@ -246,6 +246,7 @@ from coolsampler.train.rerun import (
     KeyRecord,
     code_files,
     key_inputs,
+    key_markers,
     supersede_job,
     training_key,
 )
@@ -282,7 +283,7 @@ if ANALYSIS_ONLY:
         if _missing:
             print(
                 f"analysis_only: {len(_missing)} of {len(_x.study.runs)} runs of study "
-                f"{_x.study.name} have no train.jsonl + run.yaml under {_r}/runs (not trained, "
+                f"{_x.study.name} have no train.jsonl + run.yaml under {_x.layout.runs} (not trained, "
                 "drawn as missing):\n  " + "\n  ".join(_missing),
                 file=sys.stderr,
             )

@@ -13,12 +13,12 @@ if not ANALYSIS_ONLY:
         input:
             unpack(train_inputs),
         output:
-            jsonl="{root}/runs/{key}/train.jsonl",
-            settings="{root}/runs/{key}/run.yaml",
+            jsonl=run_pattern("train.jsonl"),
+            settings=run_pattern("run.yaml"),
         log:
-            "{root}/runs/{key}/train.log",
+            run_pattern("train.log"),
         benchmark:
-            "{root}/runs/{key}/train.benchmark.tsv"
+            run_pattern("train.benchmark.tsv")
         threads: platform_attr("threads")
         resources:
             gpu=run_gpus,
@@ -59,7 +59,7 @@ onstart:
 # restarted job resumes from) are set aside under superseded/<old key>/, so it trains from step 0.
 rule supersede:
     output:
-        "{root}/runs/{key}/set-aside-{tkey}.json",
+        key_markers(run_pattern(), "{tkey}")["set_aside"],
     log:
         "{root}/logs/supersede/{key}/{tkey}.log",
     wildcard_constraints:
@@ -73,15 +73,15 @@ rule supersede:
 
 rule parse:
     input:
-        jsonl="{root}/runs/{key}/train.jsonl",
-        settings="{root}/runs/{key}/run.yaml",  # the configured max response length (clip fraction)
+        jsonl=run_pattern("train.jsonl"),
+        settings=run_pattern("run.yaml"),  # the configured max response length (clip fraction)
         # its code, compared by content where metadata exists (the script-mtime trigger is off)
         code=PARSE_CODE,
     output:
-        metrics="{root}/runs/{key}/metrics.parquet",
-        status="{root}/runs/{key}/status.json",
+        metrics=run_pattern("metrics.parquet"),
+        status=run_pattern("status.json"),
     log:
-        "{root}/runs/{key}/parse.log",
+        run_pattern("parse.log"),
     localrule: True
     params:
         run=run_of,

@@ -33,6 +33,7 @@ from coolsampler.results.guard import REPLAY_NOTE, logged_schedule, replay_guard
 from coolsampler.spec.guard import GuardSpec, parse_guard_condition
 from coolsampler.spec.layout import RUN_GLOB, key_of_file
 from coolsampler.spec.metrics_schema import PROVIDED_BY, RunStatus, absent_columns
+from coolsampler.spec.settings import KL_EARLY_NAT, KL_LEAD_NAT, kl_above_text
 
 RUN_LOGS = ("train.jsonl", "metrics.parquet", "metrics.csv")
 
@@ -248,7 +249,8 @@ def run_text(path: str, summary: Mapping[str, Any], settings: Mapping[str, Any],
         lines.append(f"   onset {s['onset']} (running max {ref}), severe {sev}, {s['kind']}{back}")
     if not _missing(s["kl_max"]):  # a log without the KL says so once, under "not computed"
         lines.append(
-            f"   KL > 1 at {fstep(s['kl_cross_1'])}, KL > 0.1 at {fstep(s['kl_cross_01'])},"
+            f"   {kl_above_text(KL_LEAD_NAT)} at {fstep(s['kl_cross_1'])},"
+            f" {kl_above_text(KL_EARLY_NAT)} at {fstep(s['kl_cross_01'])},"
             f" lead {flead(s['lead'])}, KL max {fkl(s['kl_max'])},"
             f" KL at step {fstep(s['kl_fixed_step'])} {fkl(s['kl_fixed'])}"
         )

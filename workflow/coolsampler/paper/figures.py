@@ -69,7 +69,15 @@ from coolsampler.paper import labels as L
 from coolsampler.paper import plotting as P
 from coolsampler.paper import style as S
 from coolsampler.paper.tables import Panels, RunEntry
-from coolsampler.results.analysis import KL_EARLY_NAT, first_crossing, kl_step_for, validation, value_at
+from coolsampler.results.analysis import (
+    KL_EARLY_NAT,
+    first_crossing,
+    kl_above_text,
+    kl_step_for,
+    nat_text,
+    validation,
+    value_at,
+)
 from coolsampler.results.guard import frontier_arms, frontier_table, largest_safe_N
 from coolsampler.spec.provenance import Provenance
 
@@ -498,8 +506,11 @@ def fig2(
     axa.set_xlim(lo, hi)
     axa.set_xlabel(f"KL ({estimator}) at {fig2_step_text([k[2] for k in order])}, nats/token", fontsize=S.TEXT_PT)
     axa.set_title("(a) first-cycle KL (ratio Tb 1 / Tb 0.8 at right)", fontsize=S.TITLE_PT, loc="left")
-    axb.set_xlabel("first step with KL > 0.1 nat\n(hollow: not before the refresh, drawn at it)", fontsize=S.TEXT_PT)
-    axb.set_title("(b) first crossing of 0.1 nat", fontsize=S.TITLE_PT, loc="left")
+    axb.set_xlabel(
+        f"first step with {kl_above_text(KL_EARLY_NAT)} nat\n(hollow: not before the refresh, drawn at it)",
+        fontsize=S.TEXT_PT,
+    )
+    axb.set_title(f"(b) first crossing of {nat_text(KL_EARLY_NAT)}", fontsize=S.TITLE_PT, loc="left")
     fig.subplots_adjust(left=0.16, wspace=0.12)
     _save(fig, outputs, provenance, "Figure 2: cooling lowers the learner-sampler mismatch", drawn)
 

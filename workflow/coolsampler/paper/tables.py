@@ -296,7 +296,7 @@ def degrading_groups(entries: Sequence[RunEntry]) -> list[RunEntry]:
 
 def table2_frames(entries: Sequence[RunEntry]) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Per-run events (CSV) and per-arm rows in the paper's layout (display), for every group of
-    ``degrading_groups``: onset, both KL crossings (0.1 and 1 nat) and the lead of the 1-nat one."""
+    ``degrading_groups``: onset, both KL crossings (``KL_EARLY_NAT``, ``KL_LEAD_NAT``) and the lead of the later one."""
     data_rows, disp_rows = [], []
     for arm in group_arms(degrading_groups(entries)):
         s0 = arm[0][0]
@@ -357,8 +357,8 @@ def table2_frames(entries: Sequence[RunEntry]) -> tuple[pd.DataFrame, pd.DataFra
                 "Arm": f"{arm_label(s0)}, {what}",
                 "Peak": joined([s["peak"] for s in sums], f2),
                 "Onset": per_run("onset", fstep),
-                "KL > 0.1": per_run("kl_cross_01", fstep),
-                "KL > 1": per_run("kl_cross_1", fstep),
+                A.kl_above_text(A.KL_EARLY_NAT): per_run("kl_cross_01", fstep),
+                A.kl_above_text(A.KL_LEAD_NAT): per_run("kl_cross_1", fstep),
                 "Lead": per_run("lead", flead),
                 "Outcome": outcome,
                 "Note": _notes(sums, arm),
@@ -370,9 +370,10 @@ def table2_frames(entries: Sequence[RunEntry]) -> tuple[pd.DataFrame, pd.DataFra
 TABLE2_CAPTION = (
     "Degradation events under the fixed criteria of Section 2, for every run that degrades and the runs "
     "of the same model, task, N, learning rate and correction it is compared with. Onset: first "
-    f"validation point {A.ONSET_TEXT}; KL > {A.KL_EARLY_NAT:g} / KL > {A.KL_LEAD_NAT:g}: first step with "
+    f"validation point {A.ONSET_TEXT}; {A.kl_above_text(A.KL_EARLY_NAT)} / {A.kl_above_text(A.KL_LEAD_NAT)}: "
+    "first step with "
     f"learner-sampler KL (verl rollout_corr/kl, k1) above {A.KL_EARLY_NAT:g} / "
-    f"{A.nat_text(A.KL_LEAD_NAT)} per token; lead = onset - KL > {A.KL_LEAD_NAT:g} "
+    f"{A.nat_text(A.KL_LEAD_NAT)} per token; lead = onset - {A.kl_above_text(A.KL_LEAD_NAT)} "
     "(positive: KL crossed first). Runs with no onset are listed as stable."
 )
 
@@ -557,7 +558,7 @@ def table4_frames(entries: Sequence[RunEntry]) -> tuple[pd.DataFrame, pd.DataFra
                 "Final": f3(row["final"]),
                 "Onset": fstep(row["onset"]),
                 "Severe": fstep(row["severe"]),
-                "KL > 1": fstep(row["kl_gt_1"]),
+                A.kl_above_text(A.KL_LEAD_NAT): fstep(row["kl_gt_1"]),
                 "KL max": fkl(row["kl_max"]),
                 "KL at 110/60": fkl(row["kl_fixed"]),
                 "KL to init at 90": fkl(row["kl_to_init_90"]),

@@ -28,7 +28,7 @@ import numpy as np
 import pandas as pd
 
 from coolsampler.spec.metrics_schema import RunStatus
-from coolsampler.spec.settings import KL_EARLY_NAT, KL_LEAD_NAT
+from coolsampler.spec.settings import KL_EARLY_NAT, KL_LEAD_NAT, kl_above_text, nat_text
 
 # Section 2 of the paper; named so the tests and the docs quote the same numbers.
 ONSET_DROP = 0.10  # onset: at or below running max - 0.10
@@ -49,14 +49,9 @@ EPS = 1e-9
 # Fixed-step KL of Figure 2a: "KL at a fixed step of the first cycle (110, or 60 where the refresh is at 96)".
 KL_STEP = 110
 KL_STEP_SHORT = 60
-# Learner-sampler KL levels KL_LEAD_NAT (Table 2's lead) and KL_EARLY_NAT (Figure 2b): imported from
-# coolsampler.spec.settings, which owns them (the controller's KL gate reads them too), so tables,
-# figures and claims read the same numbers from here
-
-
-def nat_text(level: float) -> str:
-    """A KL level for people: '1 nat', '0.1 nat'."""
-    return f"{level:g} nat"
+# Learner-sampler KL levels KL_LEAD_NAT (Table 2's lead) and KL_EARLY_NAT (Figure 2b), and their
+# texts (nat_text, kl_above_text): imported from coolsampler.spec.settings, which owns them (the
+# controller's KL gate reads them too), so tables, figures and claims read the same numbers from here
 
 
 # The criterion and the fixed-step rule in words, for captions: built from the numbers above, so a

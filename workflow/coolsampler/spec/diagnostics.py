@@ -10,7 +10,7 @@ them from here and applies the same reading to a whole series with pandas.
 Every threshold is a *choice*, named below with the reason for it (see the lead table's module for
 how the leads are computed and compared).
 
-Imports nothing of the package and no heavy stack.
+Imports only ``coolsampler.spec.settings`` of the package (the KL level), and no heavy stack.
 """
 
 from __future__ import annotations
@@ -18,6 +18,8 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
+
+from coolsampler.spec.settings import KL_LEAD_NAT
 
 ROBUST_WINDOW = 5
 """Steps in the trailing rolling median through which a diagnostic is read (at least 3 of them logged).
@@ -29,9 +31,10 @@ paper's leads of 9-79 steps.
 """
 ROBUST_MIN_STEPS = ROBUST_WINDOW // 2 + 1  # min_logged(ROBUST_WINDOW)
 
-KL_NATS = 1.0
+KL_NATS = KL_LEAD_NAT
 """The paper's alarm level for the forward KL (Table 2: "first step with learner-sampler KL above one
-nat per token"), used for the forward KL read either way and for k3, its other estimator."""
+nat per token"): the level Table 2's lead is measured from (``coolsampler.spec.settings`` owns it), used
+for the forward KL read either way and for k3, its other estimator."""
 KL_RANGE = (0.5, 1.0, 2.0)
 
 RKL_TOKEN_NATS = 1.0

@@ -4,7 +4,12 @@ Why in ``spec``: every layer writes or reads run directories (the rules and the 
 analysis, the figures, the claims report and the CLI read them), and ``spec`` is the one layer all of
 them may import; were the scheme kept in ``train``, results/, paper/ and cli/ would each spell
 ``runs/<model>/<task>/<settings>`` again. ``coolsampler.train.paths`` re-exports it beside the paths
-verl is given. The scheme is documented once, in the Snakefile's header.
+verl is given. The scheme is documented once, in the Snakefile's header (tests/spec/test_layout.py
+holds that header to the functions here).
+
+Two forms of one scheme: ``Layout`` gives the concrete paths (scripts, the CLI, the analysis), and
+``run_pattern`` the same paths with Snakemake's wildcards for the rules, built by ``Layout`` itself so
+that a rule's output and the path a script computes for it cannot disagree.
 
 Nothing here touches the file system; no verl, vLLM or torch.
 """
@@ -30,6 +35,20 @@ RUN_FILES = ("run.yaml", "train.jsonl", "train.log", "train.benchmark.tsv", "met
 RUNS = "runs"  # R/runs/<run key>: one directory per run
 KEY_PARTS = 3  # a run key is <model>/<task>/<settings> (coolsampler.spec.study.Run.key)
 RUN_GLOB = "/".join([RUNS] + ["*"] * KEY_PARTS)  # every run directory below R
+
+
+# Snakemake's wildcards for a result root (R, or one of its rehearsal's) and a run key: the names the
+# rules' wildcard_constraints and their helpers (workflow/rules/common.smk: root_of, run_of) read.
+ROOT_WILDCARD = "{root}"
+KEY_WILDCARD = "{key}"
+
+
+def run_pattern(name: str | None = None) -> str:
+    """The rules' wildcard pattern of every run directory (``{root}/runs/{key}``), or of the file
+    ``name`` in each (``{root}/runs/{key}/<name>``; ``name`` may hold wildcards of its own). It is
+    ``Layout.run_dir``/``Layout.run_file`` with the wildcards in place of R and the key."""
+    layout = Layout(ROOT_WILDCARD)
+    return layout.run_file(KEY_WILDCARD, name) if name else layout.run_dir(KEY_WILDCARD)
 
 
 def key_of(run_dir: str | Path) -> str:
@@ -80,8 +99,13 @@ class Layout:
     def build(self) -> str:
         return f"{self.shared}/build"
 
+    @property
+    def runs(self) -> str:
+        """The directory holding every run directory of R (``R/runs``)."""
+        return f"{self.results}/{RUNS}"
+
     def run_dir(self, key: str) -> str:
-        return f"{self.results}/{RUNS}/{key}"
+        return f"{self.runs}/{key}"
 
     def run_glob(self, name: str | None = None) -> str:
         """A glob of every run directory below R, or of the file ``name`` in each."""
@@ -151,9 +175,11 @@ class Layout:
 __all__ = [
     "FINGERPRINTS",
     "KEY_PARTS",
+    "KEY_WILDCARD",
     "Layout",
     "REHEARSAL_DIR",
     "REHEARSAL_MODEL",
+    "ROOT_WILDCARD",
     "RUNS",
     "RUN_FILES",
     "RUN_GLOB",
@@ -161,4 +187,5 @@ __all__ = [
     "SMOKE_STUDY",
     "key_of",
     "key_of_file",
+    "run_pattern",
 ]

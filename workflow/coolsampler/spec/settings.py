@@ -130,6 +130,19 @@ SCOPES = ("global", "per_prompt")
 # controller holds the temperature above it). Here, not in the analysis, because worker code reads them too.
 KL_LEAD_NAT = 1.0
 KL_EARLY_NAT = 0.1
+
+
+def nat_text(level: float) -> str:
+    """A KL level for people: '1 nat', '0.1 nat'. Every label, caption and message that names a level
+    prints it from its constant through here (or ``kl_above_text``), so none can state another level."""
+    return f"{level:g} nat"
+
+
+def kl_above_text(level: float) -> str:
+    """'KL > 1': the first step above a KL level, as the tables' columns, captions and the CLI name it."""
+    return f"KL > {level:g}"
+
+
 SATURATION_RULES = ("all_correct", "all_equal")
 REPLICATES = ("cut", "rerun")
 

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from coolsampler.spec.metrics_schema import KL_COLUMNS
+from coolsampler.spec.settings import KL_EARLY_NAT, KL_LEAD_NAT, kl_above_text, nat_text
 
 OPTIONS_KEY = "options"  # the reserved key of a study's figures entry (not a panel)
 
@@ -62,7 +63,7 @@ _KL = {"kl": tuple(KL_COLUMNS)}  # every figure that draws the learner-sampler K
 
 _ACC = "validation accuracy against step; grey vertical lines are the sampler refreshes (multiples of N)"
 _KL_AXIS = (
-    "learner-sampler KL per token (log axis, k1 unless option kl: k3; dashed line labelled 1 nat); "
+    f"learner-sampler KL per token (log axis, k1 unless option kl: k3; dashed line labelled {nat_text(KL_LEAD_NAT)}); "
     "values <= 0, which k1 of a batch can take, and values below the axis floor are drawn on the floor "
     "as hollow triangles"
 )
@@ -86,7 +87,8 @@ TARGETS: dict[str, Target] = {
             title="Figure 2: cooling lowers the learner-sampler mismatch",
             draws="one row per model/task/N: (a) the KL at a fixed first-cycle step (the x-label names it: 110, 60 "
             "where N=96, N where N <= 60), one dot per seed, the seed mean as a bar and the ratio Tb 1.0 / Tb 0.8 "
-            "at the right; (b) the first step with KL > 0.1 nat, hollow where not reached before the refresh. "
+            f"at the right; (b) the first step with {kl_above_text(KL_EARLY_NAT)} nat, hollow where not reached"
+            " before the refresh. "
             "Only fixed Tb 1.0 and 0.8, no replicates, one learning rate per row; other runs are named in the note.",
             reads=("kl",),
             panel_help={"a": "every run to compare: TIS, fixed Tb 1.0 and 0.8, every model/task/N row"},
@@ -141,9 +143,9 @@ TARGETS: dict[str, Target] = {
         Target(
             "fig8", "coolsampler.paper.figures:fig8", "figure", ("a",), _KL,
             title="Figure 8: every run at refresh interval 144",
-            draws="six diagnostics of the same runs: validation accuracy, learner-sampler KL (log, 1 nat "
-            "labelled), learner entropy, responses at the length limit, training reward, gradient norm (log); "
-            "the cut replicate dash-dotted with hollow markers.",
+            draws="six diagnostics of the same runs: validation accuracy, learner-sampler KL (log, "
+            f"{nat_text(KL_LEAD_NAT)} labelled), learner entropy, responses at the length limit, training reward, "
+            "gradient norm (log); the cut replicate dash-dotted with hollow markers.",
             reads=("val_acc", "kl", "entropy", "clip_frac", "reward", "grad_norm"),
             panel_help={"a": "every 7B run at N=144, the cut replicate included"},
         ),

@@ -21,6 +21,7 @@ from coolsampler.spec.layout import (
     Layout,
     key_of,
     key_of_file,
+    run_pattern,
 )
 
 
@@ -58,4 +59,5 @@ __all__ = [
     "key_of",
     "key_of_file",
     "run_paths",
+    "run_pattern",
 ]
