@@ -91,7 +91,9 @@ def correction_label(settings: Mapping[str, Any]) -> str:
 
 def arm_label(settings: Mapping[str, Any]) -> str:
     """The 'Objective'/'Arm' text: correction, then lr and learner temperature where not standard."""
-    if "correction" not in settings:  # a bare log (coolsampler analyze): name it by its path
+    if settings.get("arm_name"):  # a user's own logs (coolsampler analyze): the run's or the arm's name
+        return str(settings["arm_name"])
+    if "correction" not in settings:  # a bare log: name it by its path
         return str(settings.get("key", "run"))
     out = correction_label(settings)
     kind = tb_kind(settings)
@@ -146,6 +148,8 @@ def short_key(settings: Mapping[str, Any]) -> str:
     key = str(settings.get("key", ""))
     if not key:
         return run_label(settings, correction=True)
+    if not settings.get("model"):  # a user's own log named by its path, not a run key
+        return key
     model, _, rest = key.partition("/")
     size = model.rsplit("-", 1)[-1].upper() if "-" in model else model
     return f"{size}/{rest}"
