@@ -630,7 +630,8 @@ def analyze_report(
         s["seed_known"] = "seed" in base
         if missing:
             msg = "missing settings: " + "; ".join(missing) + " (or keep the run's run.yaml beside the log)"
-            blocks.append(f"== {path}\n   not analysed: {msg}")
+            blocks.append(f"== {path}\n   not analysed: {msg}" + (f"\n   {dropped}" if dropped else ""))
+            msg += f"; {dropped}" if dropped else ""
             errors.append(f"{path}: {msg}")
             continue
         last = int(metrics["step"].max())
