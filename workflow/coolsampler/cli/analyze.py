@@ -107,7 +107,26 @@ def find_inputs(paths: Sequence[str]) -> list[Input]:
         else:
             name = p.parent.name if p.name in RUN_LOGS else p.stem if p.suffix in LOG_SUFFIXES else p.name
             out.append(Input(path, name.split("#")[-1]))
-    return out
+    return _distinct(out)
+
+
+def _distinct(inputs: list[Input]) -> list[Input]:
+    """Names that tell the runs apart: two runs of one name (``baseline.jsonl`` beside the console's
+    ``baseline.log``) are named by more of their paths."""
+    names = [i.name for i in inputs]
+    for depth in (2, 3, 0):
+        seen: dict[str, int] = {}
+        for n in names:
+            seen[n] = seen.get(n, 0) + 1
+        if all(c == 1 for c in seen.values()):
+            break
+        for k, inp in enumerate(inputs):
+            if seen[names[k]] > 1:
+                p = Path(inp.path.rsplit("#", 1)[0])
+                p = p.parent if p.name in RUN_LOGS else p
+                parts = p.with_suffix("").parts if p.suffix in LOG_SUFFIXES else p.parts
+                names[k] = "/".join(parts[-depth:]) if depth else inp.path
+    return [Input(i.path, n) for i, n in zip(inputs, names, strict=True)]
 
 
 def expand_paths(paths: Sequence[str]) -> list[str]:
@@ -182,12 +201,12 @@ def choose_val(series: Sequence[ValSeries], want: str | None) -> ValSeries | Non
     if not want:
         return series[0]
     source, _, metric = want.partition(":")
-    hits = [
-        v
-        for v in series
-        if fnmatch.fnmatchcase(v.source, source)
-        and (not metric or v.metric == metric or v.metric.endswith("/" + metric))
-    ]
+
+    def named(v: ValSeries) -> bool:  # a source by its name, a pattern, or its last part ("gsm8k")
+        src = fnmatch.fnmatchcase(v.source, source) or v.source.rsplit("/", 1)[-1] == source
+        return src and (not metric or v.metric == metric or v.metric.endswith("/" + metric))
+
+    hits = [v for v in series if named(v)]
     if not hits:
         raise ValueError(f"--val {want}: no such validation series; the log has {', '.join(v.name for v in series)}")
     return hits[0]
@@ -539,8 +558,8 @@ def assign_arms(
         elif s.get("seed_known"):
             s["group"] = _arm_name(s)
             s["arm_name"] = _arm_name(s)
-        else:
-            s["group"] = s["key"]
+        else:  # its own row: grouped by its path, which no other run shares
+            s["group"] = f"path:{s['path']}"
             s["arm_name"] = s["key"]
             s["seed"] = 1
     pooled: dict[str, int] = {}

@@ -209,6 +209,8 @@ def availability_notes(entries: Sequence[tuple[Mapping[str, Any], Any, Any]]) ->
             out.append(f"{name}: status unknown")
         elif status.problems == [LENGTH_UNKNOWN]:  # a bare log: not incomplete, its length is not known
             out.append(f"{name}: {LENGTH_UNKNOWN} ({status.last_step} steps logged)")
+        elif not status.complete and status.problems and status.last_step >= status.expected_steps:
+            out.append(f"{name}: {'; '.join(status.problems)}")  # whole to its end: a flaw inside it, not a cut
         elif not status.complete:
             why = f" ({'; '.join(status.problems)})" if status.problems else ""
             out.append(f"{name}: unfinished at step {status.last_step}/{status.expected_steps}{why}")
