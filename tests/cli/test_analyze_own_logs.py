@@ -241,3 +241,16 @@ def test_out_writes_every_table_in_every_format(tmp_path: Path, capsys) -> None:
     assert names == sorted(f"{t}.{f}" for t in ("table1", "events", "leads") for f in ("md", "csv", "json", "tex"))
     events = json.loads((tmp_path / "tables" / "events.json").read_text())
     assert events[0]["onset"] == 40 and events[0]["val_interval"] == 10 and events[0]["onset_after"] == 30
+
+
+def test_tensorboard_logs_without_the_extra_get_one_line_naming_it(monkeypatch, capsys) -> None:
+    import sys
+
+    monkeypatch.setitem(sys.modules, "tensorboard.backend.event_processing.event_file_loader", None)
+    assert main(["analyze", str(HERE / "tensorboard_log"), str(BASELINE)]) == 1
+    cap = capsys.readouterr()
+    assert len(table1(cap.out)) == 1  # the JSONL beside them is still analysed
+    lines = [ln for ln in cap.err.splitlines() if "tensorboard" in ln]
+    assert len(lines) == 2 and all(
+        ln.endswith("tensorboard extra (pip install '.[tensorboard]' in the checkout)") for ln in lines
+    )

@@ -128,9 +128,9 @@ def test_an_unreadable_input_gets_one_line_listing_the_formats_read(tmp_path: Pa
 
 def test_tensorboard_without_its_package_names_the_extra(monkeypatch) -> None:
     monkeypatch.setitem(sys.modules, "tensorboard.backend.event_processing.event_file_loader", None)
-    with pytest.raises(UnreadableLog, match=r"need the tensorboard package: pip install 'coolsampler\[tensorboard\]'"):
+    with pytest.raises(UnreadableLog, match=r"need the tensorboard package: install coolsampler's tensorboard extra"):
         read_records(HERE / "tensorboard_log" / PROJECT / "baseline")
-    assert "coolsampler[tensorboard]" in TENSORBOARD_EXTRA
+    assert "[tensorboard]" in TENSORBOARD_EXTRA
 
 
 def test_the_tensorboard_fixture_reads_the_resumed_run() -> None:

@@ -635,9 +635,9 @@ def analyze_report(
             loaded = read_run(path, steps=base.get("steps"), val_every=base.get("val_every"), val=val)
         except Exception as e:  # report and continue: the other logs are still worth reading
             msg = str(e) if isinstance(e, (FileNotFoundError, ValueError)) else f"{type(e).__name__}: {e}"
-            if p.is_dir() and "formats read" not in msg:
-                from coolsampler.results.readers import FORMATS_LINE
+            from coolsampler.results.readers import FORMATS_LINE, UnreadableLog
 
+            if p.is_dir() and not isinstance(e, UnreadableLog):
                 msg = f"a directory holding no run log; {FORMATS_LINE}"
             msg = msg.removeprefix(f"{path}: ")  # the block and the error line name the path already
             blocks.append(f"== {path}\n   cannot read: {msg}")

@@ -6,7 +6,7 @@ verl's ``trainer.logger`` backends each keep the same ``data`` dict per step: th
 ``mlflow`` as a tracking store, ``wandb`` online (its history exported to CSV). Reading each back into
 those records lets one parser (``coolsampler.results.metrics.parse_records``) make the metrics table of
 all of them. Light: the standard library and pandas; TensorBoard's event files need the ``tensorboard``
-package (the ``coolsampler[tensorboard]`` extra), and without it the reader says so in one line.
+package (coolsampler's ``tensorboard`` extra), and without it the reader says so in one line.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ FORMATS = (
     "a parsed metrics.parquet / metrics.csv",
 )
 FORMATS_LINE = "formats read: " + "; ".join(FORMATS)
-TENSORBOARD_EXTRA = "pip install 'coolsampler[tensorboard]'"
+TENSORBOARD_EXTRA = "install coolsampler's tensorboard extra (pip install '.[tensorboard]' in the checkout)"
 WANDB_EXPORT = (
     "wandb keeps its history online: export it to CSV first, e.g. "
     "python -c \"import wandb; wandb.Api().run('ENTITY/PROJECT/RUN_ID').history(samples=100000)"
