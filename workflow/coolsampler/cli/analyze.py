@@ -39,7 +39,7 @@ from coolsampler.results.analysis import LENGTH_UNKNOWN, summarize_run
 from coolsampler.results.diagnostics import lead_table
 from coolsampler.results.guard import REPLAY_NOTE, logged_schedule, replay_guard, replay_text, schedule_line
 from coolsampler.spec.guard import GuardSpec, parse_guard_condition
-from coolsampler.spec.layout import KEY_PARTS
+from coolsampler.spec.layout import KEY_PARTS, RUN_GLOB
 from coolsampler.spec.metrics_schema import PROVIDED_BY, RunStatus, absent_columns
 
 RUN_LOGS = ("train.jsonl", "metrics.parquet", "metrics.csv")
@@ -91,7 +91,9 @@ def find_inputs(paths: Sequence[str]) -> list[Input]:
             if log is not None:
                 out.append(Input(str(log), _name_below(p, p.parent if p.name else p.resolve().parent)))
                 continue
-            found = find_logs(p)
+            # a study's results directory: its runs alone (its job logs hold the same runs' console output)
+            study_runs = [log for d in sorted(p.glob(RUN_GLOB)) if d.is_dir() and (log := run_log(d)) is not None]
+            found = study_runs or find_logs(p)
             if not found:
                 out.append(Input(path, p.resolve().name))
             for f in found:

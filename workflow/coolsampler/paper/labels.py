@@ -148,7 +148,7 @@ def short_key(settings: Mapping[str, Any]) -> str:
     key = str(settings.get("key", ""))
     if not key:
         return run_label(settings, correction=True)
-    if not settings.get("model"):  # a user's own log named by its path, not a run key
+    if settings.get("run") and not settings.get("model"):  # a user's own log (analyze), named by its path
         return key
     model, _, rest = key.partition("/")
     size = model.rsplit("-", 1)[-1].upper() if "-" in model else model
