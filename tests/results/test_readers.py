@@ -159,3 +159,13 @@ def test_the_fixtures_are_what_verls_own_loggers_write(tmp_path: Path) -> None:
         for step in a:
             assert set(a[step]) == set(b[step]), (rel, step)
     assert (tmp_path / "tracking" / PROJECT / "baseline.jsonl").read_text() == (TRACKING / "baseline.jsonl").read_text()
+
+
+def test_a_local_wandb_run_says_in_one_line_how_to_export_its_history(tmp_path: Path) -> None:
+    run = tmp_path / "wandb" / "run-20260105_101010-abc123"
+    run.mkdir(parents=True)
+    (run / "run-abc123.wandb").write_bytes(b"\x00binary")
+    assert find_logs(tmp_path) == [run]
+    with pytest.raises(UnreadableLog) as e:
+        read_records(run)
+    assert "export it to CSV first" in str(e.value) and "history(" in str(e.value) and "\n" not in str(e.value)

@@ -62,13 +62,17 @@ class Input:
     name: str
 
 
+# Log file names that say nothing of the run (a job's stdout): such a run is named by its directory.
+GENERIC_STEMS = ("stdout", "stderr", "output", "out", "log", "console", "train", "history")
+
+
 def _name_below(log: Path, root: Path) -> str:
     """A run's name: its path below ``root`` without the run-file name or the log's suffix."""
     try:
         rel = log.resolve().relative_to(root.resolve())
     except ValueError:
         rel = Path(log.name)
-    if rel.name in RUN_LOGS:
+    if rel.name in RUN_LOGS or rel.stem in GENERIC_STEMS and len(rel.parts) > 1:
         rel = rel.parent
     elif rel.suffix in LOG_SUFFIXES:
         rel = rel.with_suffix("")

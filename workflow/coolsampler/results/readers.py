@@ -267,10 +267,20 @@ def is_wandb_csv(path: Path) -> bool:
     return any(c in cols for c in ("_step", "Step")) or ("step" in cols and any("/" in c for c in cols))
 
 
+def is_wandb_run(path: Path) -> bool:
+    """A wandb run's local files (``wandb/run-<date>-<id>/``, its binary ``run-<id>.wandb``): not its
+    history in a readable form, which wandb keeps on its server."""
+    if path.suffix == ".wandb":
+        return True
+    return path.is_dir() and any(path.glob("*.wandb"))
+
+
 def read_records(path: str | Path) -> tuple[Records, list[str], str]:
     """verl's records of one run log, the problems met, and the format's name. Raises ``UnreadableLog``
     (one line listing the formats read) where no reader takes it."""
     p = Path(path)
+    if is_wandb_run(p):
+        raise UnreadableLog(f"{p}: {WANDB_EXPORT}")
     if p.is_dir():
         if is_mlflow_run(p):
             return *mlflow_records(p), "MLflow"
@@ -347,7 +357,7 @@ def find_logs(root: str | Path) -> list[Path]:
             out.append(d)
             taken.add(d)
             continue
-        if any(d.glob(TFEVENTS)):
+        if any(d.glob(TFEVENTS)) or is_wandb_run(d):  # a wandb run: read to say how to export it
             out.append(d)
             continue
         for f in sorted(c for c in d.iterdir() if c.is_file()):
