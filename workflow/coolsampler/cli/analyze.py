@@ -702,7 +702,8 @@ def analyze_report(
         if few:
             blocks.append(VOLATILITY_NOTE.format(n=few, total=len(arms)))
         leads = lead_table(entries)
-        tables["events"] = (events_frame(entries), events_frame(entries))
+        events = events_frame(entries)
+        tables["events"] = (events, events)
         tables["leads"] = (leads, leads)
         blocks.append(
             "# Staleness diagnostics against the onset\n\n"

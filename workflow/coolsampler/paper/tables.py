@@ -155,6 +155,9 @@ def _notes(sums: Sequence[Mapping[str, Any]], entries: Sequence[RunEntry]) -> st
     out = []
     for s, e in zip(sums, entries, strict=True):
         if s["note"]:
+            if e[0].get("run") and len(entries) == 1:  # a user's own run on its own row: the row names it
+                out.append(s["note"])
+                continue
             who = e[0]["run"] if e[0].get("run") and not e[0].get("seed_known", True) else f"s{e[0].get('seed')}"
             out.append(f"{who}{'_' + e[0]['replicate'] if e[0].get('replicate') else ''}: {s['note']}")
     return "; ".join(out)
