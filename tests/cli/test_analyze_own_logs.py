@@ -241,6 +241,8 @@ def test_out_writes_every_table_in_every_format(tmp_path: Path, capsys) -> None:
     assert names == sorted(f"{t}.{f}" for t in ("table1", "events", "leads") for f in ("md", "csv", "json", "tex"))
     events = json.loads((tmp_path / "tables" / "events.json").read_text())
     assert events[0]["onset"] == 40 and events[0]["val_interval"] == 10 and events[0]["onset_after"] == 30
+    leads = json.loads((tmp_path / "tables" / "leads.json").read_text())
+    assert {(r["val_interval"], r["onset_after"]) for r in leads} == {(10, 30)}
 
 
 def test_tensorboard_logs_without_the_extra_get_one_line_naming_it(monkeypatch, capsys) -> None:

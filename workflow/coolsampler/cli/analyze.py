@@ -704,7 +704,9 @@ def analyze_report(
         leads = lead_table(entries)
         events = events_frame(entries)
         tables["events"] = (events, events)
-        tables["leads"] = (leads, leads)
+        # each lead with the resolution of its onset: the validation interval, the validation before it
+        res = events[["run", "val_interval", "onset_after"]].rename(columns={"run": "key"})
+        tables["leads"] = (leads.merge(res, on="key", how="left") if len(leads) else leads, leads)
         blocks.append(
             "# Staleness diagnostics against the onset\n\n"
             + leads_markdown(leads).rstrip()
@@ -771,7 +773,7 @@ def table_text(name: str, frames: tuple[pd.DataFrame, pd.DataFrame], fmt: str) -
     data, disp = frames
     if fmt == "md":
         if name == "leads":
-            return leads_markdown(data)
+            return leads_markdown(disp)
         return to_markdown(disp)
     if fmt == "tex":
         shown = disp if name != "leads" else data
