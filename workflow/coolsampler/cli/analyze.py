@@ -645,7 +645,8 @@ def analyze_report(
 
             if p.is_dir() and not isinstance(e, UnreadableLog):
                 msg = f"a directory holding no run log; {FORMATS_LINE}"
-            msg = msg.removeprefix(f"{path}: ")  # the block and the error line name the path already
+            # the block and the error line name the path already
+            msg = msg.removeprefix(f"{path}: ").removesuffix(f": {path}")
             blocks.append(f"== {path}\n   cannot read: {msg}")
             errors.append(f"{path}: {msg}")
             continue
