@@ -54,7 +54,7 @@ def test_analyze_a_run_directory_and_a_directory_without_runs(smoke: Any, tmp_pa
     assert "Which diagnostic warns first: 1 degraded runs, 0 stable" in out
     assert main(["analyze", str(tmp_path)]) == 1
     cap = capsys.readouterr()
-    assert "no train.jsonl or metrics.parquet, and no runs/ below it" in cap.out + cap.err
+    assert "a directory holding no run log; formats read: verl's file logger JSONL" in cap.out + cap.err
 
 
 def test_a_run_directory_is_read_from_its_log_before_its_table(tmp_path: Path) -> None:

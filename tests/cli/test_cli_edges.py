@@ -78,7 +78,7 @@ def test_analyze_does_not_call_a_log_of_unknown_length_complete(tmp_path: Path, 
     assert "incomplete" not in out and "NOT complete" not in out and "60 of 60" not in out
     assert main(["analyze", str(log), "--N", "96", "--Tb", "1.0", "--steps", "120"]) == 0
     out = capsys.readouterr().out
-    assert "NOT complete" in out and "stopped at step 60 of 120" in out
+    assert "incomplete: the log stops at step 60 of the run's 120" in out
     whole = bare_log(tmp_path / "whole.jsonl", 120)
     assert main(["analyze", str(whole), "--N", "96", "--Tb", "1.0", "--steps", "120"]) == 0
     assert "(complete)" in capsys.readouterr().out
@@ -91,7 +91,7 @@ def test_analyze_reads_run_yaml_or_the_run_key_beside_the_log(tmp_path: Path, ca
     (d / "run.yaml").write_text(yaml.safe_dump({"settings": settings}))
     assert main(["analyze", str(log)]) == 0
     out = capsys.readouterr().out
-    assert "N=32, Tb=0.8 (run.yaml)" in out and "NOT complete" in out and "stopped at step 60 of 64" in out
+    assert "N=32, Tb=0.8 (run.yaml)" in out and "incomplete: the log stops at step 60 of the run's 64" in out
     # a run directory named by its key (as results/<study>/runs/ holds them), without run.yaml
     keyed = bare_log(tmp_path / "toy-qwen2" / "arith" / "N32_lr1e-4_tis_Tb0.8_Tl1_s1" / "train.jsonl", 64, val_every=8)
     assert main(["analyze", str(keyed)]) == 0

@@ -120,7 +120,7 @@ def test_garbage_line_in_the_middle(tmp_path):
     lines[5] = b'{"step": 5, "data": {"actor/entr'
     p.write_bytes(b"\n".join(lines))
     df, status = parse(p)
-    assert "line 6 is not a whole JSON record (truncated log?)" in status.problems
+    assert "line 6 is not a JSON record (a stray line), skipped" in status.problems
     assert "1 step(s) missing from the log (first: 5)" in status.problems
     assert_flagged(df, status, "line 6")
 

@@ -108,7 +108,7 @@ def test_analyze_replays_the_guard_on_a_users_jsonl(tmp_path: Path, capsys) -> N
     args = ["analyze", str(log), str(flat), "--N", "40", "--Tb", "1.0", "--steps", "120"]
     assert main([*args, "--guard", "probs_diff>0.1", "--guard-window", "3"]) == 0
     out = capsys.readouterr().out
-    mine, rest = out.split(f"== {flat}")
+    mine, rest = out.split(f"== flat  ({flat})")
     assert "guard probs_diff > 0.1, median of 3 since refresh, min 1, at most every 40 steps (120 of 120" in mine
     assert "fires (signal) at 31, 61, 111; interval refreshes at 101" in mine
     assert "onset 80: lead +49; 1 warned, 1 late, 1 false alarm(s) (horizon 40 steps)" in mine

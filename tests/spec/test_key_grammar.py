@@ -40,3 +40,19 @@ def test_acceptance_runs_are_runs_with_parseable_keys() -> None:
     run = acceptance_run(Arm("staleness", 4, 8, 3, lr=1e-4))
     assert run.key == "qwen2.5-math-1.5b/gsm8k/N4_lr1e-4_tis_Tb0.8_Tl1_s1_st8_v3"
     assert parse_key(run.key) == run
+
+
+def test_key_settings_reads_a_key_of_any_model_and_task() -> None:
+    """A user's own run named by the key grammar: read whatever its model and task, the length and
+    validation interval where the key or a known task says them."""
+    from coolsampler.spec.study import key_settings, parse_key
+
+    own = key_settings("qwen3-4b/gsm8k/N32_lr1e-6_tis_Tb0.8_Tl1_s1")
+    shipped = parse_key("qwen2.5-math-1.5b/gsm8k/N32_lr1e-6_tis_Tb0.8_Tl1_s1").settings()
+    same = ("N", "lr", "correction", "Tb", "Tb_kind", "Tl", "seed", "steps", "val_every")
+    assert {k: own[k] for k in same} == {k: shipped[k] for k in same}
+    other = key_settings("llama-3-8b/aime24/N8_lr2e-6_none_Tb1_Tl1_s3_st200_v5")
+    assert (other["N"], other["steps"], other["val_every"], other["seed"]) == (8, 200, 5, 3)
+    assert "steps" not in key_settings("llama-3-8b/aime24/N8_lr2e-6_none_Tb1_Tl1_s3")  # unknown task, no _st
+    with pytest.raises(ValueError, match="settings part 'N8_lr2e-6_nope_Tb1_Tl1_s3' does not parse"):
+        key_settings("llama-3-8b/aime24/N8_lr2e-6_nope_Tb1_Tl1_s3")

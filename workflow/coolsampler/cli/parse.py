@@ -28,7 +28,7 @@ def _parse(args: argparse.Namespace) -> int:
     if path.stat().st_size == 0:
         raise ValueError(f"empty file: {path}")
     # the run's length and validation interval: given, else run.yaml beside the log (or its run key)
-    known, _how = known_settings(path, None)
+    known, _how, _dropped = known_settings(path, None)
     steps = args.steps or known.get("steps")
     val_every = args.val_every or known.get("val_every")
     # any verl log: what it never logged stays NaN and is named below (rule parse requires the pipeline's)

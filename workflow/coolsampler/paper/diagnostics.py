@@ -123,6 +123,7 @@ LEAD_NOTE = (
     " Section 2 criteria on the validation curve; 'never': logged but not crossed; 'not logged': the"
     f" log lacks it (the IS-weight metrics exist only where verl applies IS weights). Every diagnostic"
     f" but the paper's own KL row is read through a trailing median of {D.ROBUST_WINDOW} steps."
+    " 'earliest in': in how many degraded runs the diagnostic is the first to cross (ties count for each)."
     " Thresholds and why: coolsampler.results.diagnostics."
 )
 

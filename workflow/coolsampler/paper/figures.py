@@ -136,9 +136,10 @@ def _max_steps(entries: Sequence[RunEntry]) -> int:
 
 
 def _refresh(ax: Axes, entries: Sequence[RunEntry]) -> None:
-    """Refresh lines of the panel's N (only when the panel's runs share one N, as in every paper panel)."""
+    """Refresh lines of the panel's N (only when the panel's runs share one N, as in every paper panel,
+    and N > 1: a sampler refreshed every step has no stale cycles to mark)."""
     N = _common(entries, "N")
-    if N:
+    if N and int(N) > 1:
         P.refresh_lines(ax, int(N), _max_steps(entries))
 
 
@@ -198,7 +199,7 @@ def plot_runs(
         x, y = _series(metrics, column)
         if shared_lr is not None:  # no lr shading or lr in the legend when nothing differs by lr
             settings = {**settings, "lr": L.DEFAULT_LR}
-        colour = P.run_colour(settings)
+        colour = settings.get("colour") or P.run_colour(settings)
         if floor is not None:
             y, low = P.clip_to_floor(y, floor)
             P.mark_floor(ax, x[low], floor, colour)

@@ -91,7 +91,9 @@ def correction_label(settings: Mapping[str, Any]) -> str:
 
 def arm_label(settings: Mapping[str, Any]) -> str:
     """The 'Objective'/'Arm' text: correction, then lr and learner temperature where not standard."""
-    if "correction" not in settings:  # a bare log (coolsampler analyze): name it by its path
+    if settings.get("arm_name"):  # a user's own logs (coolsampler analyze): the run's or the arm's name
+        return str(settings["arm_name"])
+    if "correction" not in settings:  # a bare log: name it by its path
         return str(settings.get("key", "run"))
     out = correction_label(settings)
     kind = tb_kind(settings)
@@ -146,6 +148,8 @@ def short_key(settings: Mapping[str, Any]) -> str:
     key = str(settings.get("key", ""))
     if not key:
         return run_label(settings, correction=True)
+    if settings.get("run") and not settings.get("model"):  # a user's own log (analyze), named by its path
+        return key
     model, _, rest = key.partition("/")
     size = model.rsplit("-", 1)[-1].upper() if "-" in model else model
     return f"{size}/{rest}"
@@ -205,6 +209,8 @@ def availability_notes(entries: Sequence[tuple[Mapping[str, Any], Any, Any]]) ->
             out.append(f"{name}: status unknown")
         elif status.problems == [LENGTH_UNKNOWN]:  # a bare log: not incomplete, its length is not known
             out.append(f"{name}: {LENGTH_UNKNOWN} ({status.last_step} steps logged)")
+        elif not status.complete and status.problems and status.last_step >= status.expected_steps:
+            out.append(f"{name}: {'; '.join(status.problems)}")  # whole to its end: a flaw inside it, not a cut
         elif not status.complete:
             why = f" ({'; '.join(status.problems)})" if status.problems else ""
             out.append(f"{name}: unfinished at step {status.last_step}/{status.expected_steps}{why}")

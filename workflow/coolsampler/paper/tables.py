@@ -73,6 +73,8 @@ def arm_key(settings: Mapping[str, Any]) -> tuple[Any, ...]:
         # how the sampler is refreshed: two guards (or schedules) at one N are two arms
         repr(settings.get("guard")),
         repr(settings.get("schedule")),
+        # a user's own logs (coolsampler analyze): runs pool only as the seeds of one named arm
+        settings.get("group"),
     )
 
 
@@ -153,7 +155,11 @@ def _notes(sums: Sequence[Mapping[str, Any]], entries: Sequence[RunEntry]) -> st
     out = []
     for s, e in zip(sums, entries, strict=True):
         if s["note"]:
-            out.append(f"s{e[0].get('seed')}{'_' + e[0]['replicate'] if e[0].get('replicate') else ''}: {s['note']}")
+            if e[0].get("run") and len(entries) == 1:  # a user's own run on its own row: the row names it
+                out.append(s["note"])
+                continue
+            who = e[0]["run"] if e[0].get("run") and not e[0].get("seed_known", True) else f"s{e[0].get('seed')}"
+            out.append(f"{who}{'_' + e[0]['replicate'] if e[0].get('replicate') else ''}: {s['note']}")
     return "; ".join(out)
 
 
@@ -224,9 +230,12 @@ def table1_frames(entries: Sequence[RunEntry]) -> tuple[pd.DataFrame, pd.DataFra
             }
         )
     disp = pd.DataFrame(disp_rows, columns=_T1_COLS)
-    # name the seeds in the header when every arm has the same ones, as the paper does ("43 / 44 / mean")
+    # name the seeds in the header when every arm has the same ones, as the paper does ("43 / 44 / mean");
+    # runs whose seeds nothing says (a user's own logs) are runs, not seeds
     seed_sets = {tuple(int(e[0].get("seed", 0)) for e in a) for a in group_arms(entries)}
-    if len(seed_sets) == 1:
+    if not all(e[0].get("seed_known", True) for e in entries):
+        disp = disp.rename(columns={_T1_SEEDS: "Last five: per run / mean"})
+    elif len(seed_sets) == 1:
         seeds = " / ".join(map(str, next(iter(seed_sets))))
         disp = disp.rename(columns={_T1_SEEDS: f"Last five: {seeds} / mean"})
     return pd.DataFrame(data_rows), disp

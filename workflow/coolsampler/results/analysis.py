@@ -364,6 +364,8 @@ def status_note(status: RunStatus | None, has_metrics: bool) -> str:
     if status.problems == [LENGTH_UNKNOWN]:
         return f"{LENGTH_UNKNOWN}: numbers cover the logged steps"
     if not status.complete:
+        if status.last_step >= status.expected_steps:  # whole to its end: a flaw inside it, not a cut
+            return "; ".join(status.problems) + "; numbers cover the records read"
         why = f"incomplete: last step {status.last_step} of {status.expected_steps}"
         if status.problems:
             why += " (" + "; ".join(status.problems) + ")"

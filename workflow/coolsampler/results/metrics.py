@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -57,22 +58,17 @@ def column_value(data: dict[str, Any], column: str) -> Any:
 
 
 def read_jsonl(path: str | Path) -> tuple[dict[int, dict[str, Any]], list[str]]:
-    """One record per step, and the problems met while reading.
+    """One record per step, and the problems met while reading (``merge_records``).
 
-    A step *trained* more than once (its ``training/global_step`` record logged again, as when a
-    resumed run re-logs the steps after its last checkpoint) keeps its *last* training record
-    whole, not a merge: the first attempt's values belong to a trajectory that was thrown away.
-    That is reported, since those steps were trained twice. A record without
-    ``training/global_step`` (a validation: step 0, or the one a resumed run makes at its
-    checkpoint step, which ``coolsampler.train.launch.assemble`` keeps) is merged into its step.
+    A line that is not a ``{"step": k, "data": {...}}`` record is skipped and said: the last one as a
+    truncated end (the log was cut mid-write), any other as a stray line (a warning printed into the log).
     """
     path = Path(path)
-    train: dict[int, dict[str, Any]] = {}
-    extra: dict[int, dict[str, Any]] = {}  # validation-only records, merged per step
-    problems: list[str] = []
-    relogged: list[int] = []
     lines = path.read_bytes().split(b"\n")
     last_line = max((i for i, raw in enumerate(lines, 1) if raw.strip()), default=0)
+    records: list[tuple[int, dict[str, Any]]] = []
+    stray: list[int] = []
+    problems: list[str] = []
     for i, raw in enumerate(lines, 1):
         if not raw.strip():
             continue
@@ -83,9 +79,38 @@ def read_jsonl(path: str | Path) -> tuple[dict[int, dict[str, Any]], list[str]]:
             if not isinstance(data, dict):
                 raise TypeError("data is not a mapping")
         except (ValueError, KeyError, TypeError):
-            where = "last line" if i == last_line else f"line {i}"
-            problems.append(f"{where} is not a whole JSON record (truncated log?)")
+            if i == last_line:
+                problems.append("last line is not a whole JSON record (truncated log?)")
+            else:
+                stray.append(i)
             continue
+        records.append((step, data))
+    if stray:
+        problems.insert(0, stray_line_problem(stray))
+    by_step, merged = merge_records(records)
+    return by_step, problems + merged
+
+
+def stray_line_problem(lines: list[int]) -> str:
+    """One line for the lines of a log that are no record, skipped (a warning printed into it, say)."""
+    more = f" and {len(lines) - 1} more" if len(lines) > 1 else ""
+    return f"line {lines[0]}{more} is not a JSON record (a stray line), skipped"
+
+
+def merge_records(records: Iterable[tuple[int, dict[str, Any]]]) -> tuple[dict[int, dict[str, Any]], list[str]]:
+    """verl's records (step, data), in the order logged, as one record per step, and what was merged.
+
+    A step *trained* more than once (its ``training/global_step`` record logged again, as when a
+    resumed run re-logs the steps after its last checkpoint) keeps its *last* training record
+    whole, not a merge: the first attempt's values belong to a trajectory that was thrown away.
+    That is reported, since those steps were trained twice. A record without
+    ``training/global_step`` (a validation: step 0, or the one a resumed run makes at its
+    checkpoint step, which ``coolsampler.train.launch.assemble`` keeps) is merged into its step.
+    """
+    train: dict[int, dict[str, Any]] = {}
+    extra: dict[int, dict[str, Any]] = {}  # validation-only records, merged per step
+    relogged: list[int] = []
+    for step, data in records:
         if "training/global_step" not in data:
             extra.setdefault(step, {}).update(data)
             continue
@@ -93,6 +118,7 @@ def read_jsonl(path: str | Path) -> tuple[dict[int, dict[str, Any]], list[str]]:
             relogged.append(step)
         train[step] = dict(data)
     by_step = {step: {**train.get(step, {}), **extra.get(step, {})} for step in sorted({*train, *extra})}
+    problems = []
     if relogged:
         steps = sorted(set(relogged))
         problems.append(
@@ -117,6 +143,7 @@ def parse_jsonl(
     run: str | None = None,
     max_response_length: int | None = None,
     required: tuple[str, ...] = REQUIRED,
+    sources: Mapping[str, tuple[str, ...]] | None = None,
 ) -> tuple[pd.DataFrame, RunStatus]:
     """Parse one run's verl JSONL. ``expected_steps``/``val_every`` let the status say what is missing.
 
@@ -132,8 +159,41 @@ def parse_jsonl(
     carry all of ``REQUIRED``; a user's own verl log is read with ``("step",)`` and its never-logged
     columns stay NaN (``metrics_schema.absent_columns`` names them, ``PROVIDED_BY`` says what logs them).
     """
-    run = run or str(path)
     by_step, problems = read_jsonl(path)
+    return parse_records(
+        by_step,
+        problems,
+        log=path,
+        expected_steps=expected_steps,
+        val_every=val_every,
+        run=run,
+        max_response_length=max_response_length,
+        required=required,
+        sources=sources,
+    )
+
+
+def parse_records(
+    by_step: Mapping[int, dict[str, Any]],
+    problems: list[str],
+    *,
+    log: str | Path,
+    expected_steps: int | None = None,
+    val_every: int | None = None,
+    run: str | None = None,
+    max_response_length: int | None = None,
+    required: tuple[str, ...] = REQUIRED,
+    sources: Mapping[str, tuple[str, ...]] | None = None,
+) -> tuple[pd.DataFrame, RunStatus]:
+    """``parse_jsonl`` on records already read (one per step, as ``merge_records`` gives them), whatever
+    wrote them: verl's file logger, its console, TensorBoard or MLflow (``coolsampler.results.readers``).
+
+    ``sources``: source keys to read a column from in place of the schema's (``--val`` names the
+    validation series this way).
+    """
+    path = log
+    run = run or str(path)
+    problems = list(problems)
     if not by_step:
         raise MetricsError(f"{run}: no records in {path}")
     rows = []
@@ -142,10 +202,11 @@ def parse_jsonl(
     for step in sorted(by_step):
         data = by_step[step]
         row: dict[str, Any] = {"step": step}
-        for col, (_dtype, _meaning, sources) in COLUMNS.items():
-            if col == "step" or not sources:  # derived below, from the columns read here
+        for col, (_dtype, _meaning, schema_sources) in COLUMNS.items():
+            keys = (sources or {}).get(col, schema_sources)
+            if col == "step" or not keys:  # derived below, from the columns read here
                 continue
-            val = _pick(data, sources)
+            val = _pick(data, keys)
             if val is _ABSENT:
                 row[col] = np.nan
                 if step > 0:
@@ -269,4 +330,3 @@ def write_metrics(df: pd.DataFrame, status: RunStatus, parquet: str | Path, stat
     Path(parquet).parent.mkdir(parents=True, exist_ok=True)
     df.to_parquet(parquet, index=False)
     Path(status_json).write_text(json.dumps(asdict(status), indent=1) + "\n")
-

@@ -315,6 +315,57 @@ def parse_key(key: str, study: Study | None = None) -> Run:
     return run
 
 
+def key_settings(key: str) -> dict[str, Any]:
+    """The settings a run key names, for any model and task: ``parse_key``'s where it knows the model
+    and the task, else the key's own pieces (its length and validation interval where the key writes
+    them or its task is known, since only a known task has defaults for them). Raises ValueError saying why a key
+    does not parse. For reading logs named by key (``coolsampler analyze``), which must not drop the key
+    of a model this package does not ship."""
+    parts = key.split("/")
+    if len(parts) != KEY_PARTS:
+        raise ValueError(f"run key {key!r}: expected <model>/<task>/<settings>")
+    model, task, name = parts
+    if model in MODELS and task in TASKS:
+        return parse_key(key).settings()
+    for what, value, pattern in (("model", model, MODEL_NAME_RE), ("task", task, TASK_NAME_RE)):
+        if not re.fullmatch(pattern, value):
+            raise ValueError(f"run key {key!r}: {what} name {value!r} is not one a key may hold ({pattern})")
+    m = _NAME_RE.match(name)
+    if not m:
+        raise ValueError(
+            f"run key {key!r}: settings part {name!r} does not parse (N<int>_lr<num>_<{'|'.join(CORRECTIONS)}>"
+            "_Tb<temperature>_Tl<num|tied>_s<seed>[_st<steps>][_v<val_every>])"
+        )
+    if m["extra"] or m["sched"]:
+        raise ValueError(f"run key {key!r}: {m['extra'] or m['sched']} is known only to the study that lists the run")
+    try:
+        tb = parse_token(m["tb"])
+    except ValueError as e:
+        raise ValueError(f"run key {key!r}: {e}") from None
+    out: dict[str, Any] = {
+        "model": model,
+        "task": task,
+        "N": int(m["N"]),
+        "lr": float(m["lr"]),
+        "correction": m["corr"],
+        "Tb": tb.to_config(),
+        "Tb_kind": tb.kind,
+        "Tb_initial": tb.initial,
+        "Tl": "tied" if m["tl"] == "tied" else float(m["tl"]),
+        "seed": int(m["seed"]),
+        "replicate": m["rep"],
+        "key": key,
+    }
+    known = TASKS.get(task)  # a key leaves out a known task's defaults
+    if m["steps"] or known:
+        out["steps"] = int(m["steps"]) if m["steps"] else known.steps
+    if m["val"] or known:
+        out["val_every"] = int(m["val"]) if m["val"] else known.val_every
+    if m["guard"]:
+        out["guard"] = parse_guard_token(m["guard"]).to_config()
+    return out
+
+
 # --------------------------------------------------------------------------------------------------
 # Studies
 
@@ -525,6 +576,7 @@ __all__ = [
     "StudyError",
     "Temperature",
     "load_study",
+    "key_settings",
     "parse_key",
     "study_from_dict",
 ]

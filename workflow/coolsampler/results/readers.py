@@ -1,0 +1,383 @@
+"""A training log in any shape verl writes it, read as verl's records: ``{step: data}`` and the problems met.
+
+verl's ``trainer.logger`` backends each keep the same ``data`` dict per step: the ``file`` logger as JSONL
+(``<project>/<experiment>.jsonl``, or ``train.jsonl`` in this project's runs), the ``console`` logger as
+``step:K - key:value - ...`` lines, ``tensorboard`` as event files (``tensorboard_log/<project>/<experiment>``),
+``mlflow`` as a tracking store, ``wandb`` online (its history exported to CSV). Reading each back into
+those records lets one parser (``coolsampler.results.metrics.parse_records``) make the metrics table of
+all of them. Light: the standard library and pandas; TensorBoard's event files need the ``tensorboard``
+package (coolsampler's ``tensorboard`` extra), and without it the reader says so in one line.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from coolsampler.results.metrics import merge_records, read_jsonl, stray_line_problem
+
+Records = dict[int, dict[str, Any]]
+
+# What `coolsampler analyze` reads, for the one line an unreadable input gets.
+FORMATS = (
+    "verl's file logger JSONL ({'step': K, 'data': {...}} per line, or flat {'step': K, ...} records)",
+    "verl's console logger output ('step:K - key:value - ...' lines)",
+    "TensorBoard event files (events.out.tfevents.*, or their directory)",
+    "an MLflow store (a file store's run directory mlruns/<experiment>/<run>, or an mlflow.db)",
+    "a wandb history exported to CSV (a _step or Step column)",
+    "a parsed metrics.parquet / metrics.csv",
+)
+FORMATS_LINE = "formats read: " + "; ".join(FORMATS)
+TENSORBOARD_EXTRA = "install coolsampler's tensorboard extra (pip install '.[tensorboard]' in the checkout)"
+WANDB_EXPORT = (
+    "wandb keeps its history online: export it to CSV first, e.g. "
+    "python -c \"import wandb; wandb.Api().run('ENTITY/PROJECT/RUN_ID').history(samples=100000)"
+    ".to_csv('run.csv')\" (or the run page's Export CSV), then analyze run.csv"
+)
+TFEVENTS = "events.out.tfevents.*"
+
+# verl's console logger: ``concat_dict_to_str`` (verl.utils.logger.aggregate_logger) prints one line a step.
+_CONSOLE_RE = re.compile(r"(?:^|\s)step:(\d+)((?: - [^\s:][^:]*:\S+)*)\s*$")
+
+
+class UnreadableLog(ValueError):
+    """An input none of the readers takes; the message lists the formats read."""
+
+
+def _number(text: str) -> Any:
+    """A console value as verl printed it (pprint of a number): int, float, nan/inf; else the text."""
+    try:
+        return int(text)
+    except ValueError:
+        pass
+    try:
+        return float(text)
+    except ValueError:
+        return text
+
+
+def console_records(path: Path) -> tuple[list[tuple[int, dict[str, Any]]], int]:
+    """The ``step:K - key:value`` lines of a console log (anything else in it is skipped: the console
+    holds all of a run's output), and how many such lines there were."""
+    records = []
+    for line in path.read_text(errors="replace").splitlines():
+        m = _CONSOLE_RE.search(line)
+        if not m:
+            continue
+        data = {}
+        for part in m[2].split(" - ")[1:]:
+            key, _, value = part.rpartition(":")
+            data[key] = _number(value)
+        records.append((int(m[1]), data))
+    return records, len(records)
+
+
+def is_console_log(path: Path) -> bool:
+    """Whether a text file holds verl console step lines (read from its start, up to 2 MB)."""
+    try:
+        with path.open("rb") as f:
+            head = f.read(2_000_000).decode(errors="replace")
+    except OSError:
+        return False
+    return any(_CONSOLE_RE.search(line) for line in head.splitlines())
+
+
+def flat_jsonl_records(path: Path) -> tuple[list[tuple[int, dict[str, Any]]], list[str]] | None:
+    """Flat JSON records (``{"step": K, "key": value, ...}``, or wandb's ``_step``), or None if the file
+    holds none."""
+    records, stray = [], []
+    for i, raw in enumerate(path.read_bytes().split(b"\n"), 1):
+        if not raw.strip():
+            continue
+        try:
+            rec = json.loads(raw)
+            step_key = "step" if "step" in rec else "_step"
+            step = int(rec[step_key])
+        except (ValueError, KeyError, TypeError):
+            stray.append(i)
+            continue
+        records.append((step, {k: v for k, v in rec.items() if k not in ("step", "_step")}))
+    if not records:
+        return None
+    return records, [stray_line_problem(stray)] if stray else []
+
+
+def _training(records: list[tuple[int, dict[str, Any]]]) -> list[tuple[int, dict[str, Any]]]:
+    """Records from a backend that does not keep verl's ``training/global_step`` key (MLflow renames
+    nothing, but a CSV export may drop it): a record with training metrics is marked as a training one,
+    so that ``merge_records`` tells a re-logged (resumed) step from a validation merged into it."""
+    out = []
+    for step, data in records:
+        if "training/global_step" not in data and any(not k.startswith("val-") for k in data) and step > 0:
+            data = {**data, "training/global_step": step}
+        out.append((step, data))
+    return out
+
+
+def tensorboard_records(path: Path) -> tuple[Records, list[str]]:
+    """The scalars of TensorBoard event files (a file, or every one in a directory), by step.
+
+    verl's tensorboard logger writes ``add_scalar(key, value, step)`` per metric; a step written more than
+    once (a resumed run) keeps its last value and is reported."""
+    try:
+        from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
+    except ImportError:
+        raise UnreadableLog(
+            f"{path}: TensorBoard event files need the tensorboard package: {TENSORBOARD_EXTRA}"
+        ) from None
+    files = sorted(path.glob(TFEVENTS)) if path.is_dir() else [path]
+    by_step: Records = {}
+    seen: set[tuple[int, str]] = set()
+    relogged: set[int] = set()
+    for f in files:
+        for event in EventFileLoader(str(f)).Load():
+            if not event.HasField("summary"):
+                continue
+            for v in event.summary.value:
+                if v.HasField("simple_value"):
+                    value = float(v.simple_value)
+                elif v.HasField("tensor") and v.tensor.float_val:
+                    value = float(v.tensor.float_val[0])
+                elif v.HasField("tensor") and v.tensor.tensor_content:
+                    import numpy as np
+
+                    value = float(np.frombuffer(v.tensor.tensor_content, dtype=np.float32)[0])
+                else:
+                    continue
+                step = int(event.step)
+                if (step, v.tag) in seen and not v.tag.startswith("val-"):
+                    relogged.add(step)
+                seen.add((step, v.tag))
+                by_step.setdefault(step, {})[v.tag] = value
+    return by_step, _relogged_problem(relogged)
+
+
+def _relogged_problem(relogged: set[int]) -> list[str]:
+    if not relogged:
+        return []
+    return [
+        f"{len(relogged)} step(s) logged more than once (resumed run?), kept the last value of each"
+        f" (first: step {min(relogged)})"
+    ]
+
+
+def is_mlflow_run(path: Path) -> bool:
+    """An MLflow file store's run directory: ``meta.yaml`` and a ``metrics/`` folder."""
+    return path.is_dir() and (path / "meta.yaml").is_file() and (path / "metrics").is_dir()
+
+
+def mlflow_run_name(path: Path) -> str | None:
+    """The run's name in an MLflow file store (verl names it by trainer.experiment_name)."""
+    tag = path / "tags" / "mlflow.runName"
+    if tag.is_file():
+        return tag.read_text().strip() or None
+    for line in (path / "meta.yaml").read_text().splitlines():
+        if line.startswith("run_name:"):
+            return line.split(":", 1)[1].strip().strip("'\"") or None
+    return None
+
+
+def _mlflow_key(name: str) -> str:
+    """A metric's name back as verl logged it: verl's MLflow adapter writes ``@`` as ``_at_``."""
+    return name.replace("_at_", "@")
+
+
+def mlflow_records(path: Path) -> tuple[Records, list[str]]:
+    """A run of an MLflow file store: each ``metrics/<key>`` file holds ``timestamp value step`` lines."""
+    by_step: Records = {}
+    relogged: set[int] = set()
+    metrics = path / "metrics"
+    for f in sorted(p for p in metrics.rglob("*") if p.is_file()):
+        key = _mlflow_key(f.relative_to(metrics).as_posix())
+        seen: set[int] = set()
+        for line in f.read_text().splitlines():
+            parts = line.split()
+            if len(parts) < 3:
+                continue
+            step, value = int(parts[2]), float(parts[1])
+            if step in seen and not key.startswith("val-"):
+                relogged.add(step)
+            seen.add(step)
+            by_step.setdefault(step, {})[key] = value
+    return by_step, _relogged_problem(relogged)
+
+
+def mlflow_db_runs(path: Path) -> dict[str, tuple[Records, list[str]]]:
+    """Every run of an MLflow SQLite store (verl's default tracking URI is ``sqlite:////tmp/mlruns.db``),
+    by run name. Plain sqlite3: no mlflow package."""
+    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        names = dict(con.execute("SELECT run_uuid, name FROM runs"))
+        rows = con.execute("SELECT run_uuid, key, value, step, is_nan FROM metrics ORDER BY run_uuid, timestamp")
+        out: dict[str, tuple[Records, list[str]]] = {}
+        seen: dict[str, set[tuple[int, str]]] = {}
+        relogged: dict[str, set[int]] = {}
+        for run, key, value, step, is_nan in rows:
+            name = names.get(run) or run
+            by_step = out.setdefault(name, ({}, []))[0]
+            key = _mlflow_key(key)
+            if (int(step), key) in seen.setdefault(name, set()) and not key.startswith("val-"):
+                relogged.setdefault(name, set()).add(int(step))
+            seen[name].add((int(step), key))
+            by_step.setdefault(int(step), {})[key] = math.nan if is_nan else float(value)
+    except sqlite3.DatabaseError as e:
+        raise UnreadableLog(f"{path}: not an MLflow store ({e}); {FORMATS_LINE}") from None
+    finally:
+        con.close()
+    return {name: (recs, _relogged_problem(relogged.get(name, set()))) for name, (recs, _) in out.items()}
+
+
+def wandb_csv_records(frame: pd.DataFrame) -> tuple[Records, list[str]]:
+    """A wandb history exported to CSV: ``run.history().to_csv()`` (a ``_step`` column, metric names as
+    logged) or the UI's export (a ``Step`` column, ``<run> - <metric>`` headers, ``__MIN``/``__MAX`` copies)."""
+    step_col = next(c for c in ("_step", "step", "Step") if c in frame.columns)
+    keep = {}
+    for col in frame.columns:
+        if col == step_col or col.startswith("_") or col.endswith(("__MIN", "__MAX")):
+            continue
+        keep[col] = col.split(" - ", 1)[1] if " - " in col else col
+    records = []
+    for _, row in frame.iterrows():
+        if pd.isna(row[step_col]):
+            continue
+        data = {keep[c]: float(row[c]) for c in keep if not pd.isna(row[c]) and _is_num(row[c])}
+        if data:
+            records.append((int(row[step_col]), data))
+    by_step, problems = merge_records(_training(records))
+    return by_step, problems
+
+
+def _is_num(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
+def is_wandb_csv(path: Path) -> bool:
+    """A CSV with a wandb step column and no metrics-table columns (those are ``coolsampler parse``'s)."""
+    try:
+        cols = pd.read_csv(path, nrows=0).columns
+    except (ValueError, OSError, UnicodeDecodeError):
+        return False
+    return any(c in cols for c in ("_step", "Step")) or ("step" in cols and any("/" in c for c in cols))
+
+
+def is_wandb_run(path: Path) -> bool:
+    """A wandb run's local files (``wandb/run-<date>-<id>/``, its binary ``run-<id>.wandb``): not its
+    history in a readable form, which wandb keeps on its server."""
+    if path.suffix == ".wandb":
+        return True
+    return path.is_dir() and any(path.glob("*.wandb"))
+
+
+def read_records(path: str | Path) -> tuple[Records, list[str], str]:
+    """verl's records of one run log, the problems met, and the format's name. Raises ``UnreadableLog``
+    (one line listing the formats read) where no reader takes it."""
+    p = Path(path)
+    if is_wandb_run(p):
+        raise UnreadableLog(f"{p}: {WANDB_EXPORT}")
+    if p.is_dir():
+        if is_mlflow_run(p):
+            return *mlflow_records(p), "MLflow"
+        if any(p.glob(TFEVENTS)):
+            return *tensorboard_records(p), "TensorBoard"
+        raise UnreadableLog(f"{p}: a directory holding no run log; {FORMATS_LINE}")
+    if p.name.startswith("events.out.tfevents"):
+        return *tensorboard_records(p), "TensorBoard"
+    if p.suffix == ".db":
+        runs = mlflow_db_runs(p)
+        if len(runs) != 1:
+            raise UnreadableLog(f"{p}: an MLflow store of {len(runs)} runs: name one as {p}#RUN_NAME")
+        return *next(iter(runs.values())), "MLflow"
+    if "#" in p.name and Path(str(p).rsplit("#", 1)[0]).suffix == ".db":
+        db, name = str(p).rsplit("#", 1)
+        runs = mlflow_db_runs(Path(db))
+        if name not in runs:
+            raise UnreadableLog(f"{db}: no MLflow run named {name!r} (runs: {', '.join(sorted(runs))})")
+        return *runs[name], "MLflow"
+    if p.suffix == ".csv":
+        if is_wandb_csv(p):
+            return *wandb_csv_records(pd.read_csv(p)), "wandb CSV"
+        raise UnreadableLog(f"{p}: a CSV with no step column; {FORMATS_LINE}")
+    by_step, problems = read_jsonl(p)
+    if by_step:
+        return by_step, problems, "verl JSONL"
+    flat = flat_jsonl_records(p)
+    if flat is not None:
+        by_step, merged = merge_records(_training(flat[0]))
+        return by_step, flat[1] + merged, "flat JSONL"
+    records, n = console_records(p)
+    if n:
+        return *merge_records(_training(records)), "verl console"
+    raise UnreadableLog(f"{p}: no training records found; {FORMATS_LINE}")
+
+
+# --------------------------------------------------------------------------------------------------
+# Walking a directory for run logs
+
+# Directories never holding a run log worth reading (and costly to walk).
+_SKIP_DIRS = {".git", ".snakemake", ".venv", "venv", "node_modules", "__pycache__", "checkpoints", ".ipynb_checkpoints"}
+RUN_TABLES = ("train.jsonl", "metrics.parquet", "metrics.csv")
+
+
+def _walk(root: Path) -> Iterator[Path]:
+    """Directories below ``root`` (itself included), hidden and known-irrelevant ones skipped, sorted."""
+    stack = [root]
+    while stack:
+        d = stack.pop()
+        yield d
+        try:
+            subs = sorted((c for c in d.iterdir() if c.is_dir()), reverse=True)
+        except OSError:
+            continue
+        stack.extend(c for c in subs if c.name not in _SKIP_DIRS and not c.name.startswith("."))
+
+
+def find_logs(root: str | Path) -> list[Path]:
+    """Every run log below a directory, each once: a run directory's ``train.jsonl`` (else its metrics
+    table), verl's file-logger JSONL (``<project>/<experiment>.jsonl``), a TensorBoard run directory,
+    an MLflow file store's run directory or SQLite store, a console log (``*.log`` with step lines) and
+    a wandb CSV export. A run directory is not walked further: its files are that run's."""
+    out: list[Path] = []
+    taken: set[Path] = set()
+    for d in _walk(Path(root)):
+        if any(d.is_relative_to(t) for t in taken):
+            continue
+        table = next((d / n for n in RUN_TABLES if (d / n).is_file()), None)
+        if table is not None:
+            out.append(table)
+            taken.add(d)
+            continue
+        if is_mlflow_run(d):
+            out.append(d)
+            taken.add(d)
+            continue
+        if any(d.glob(TFEVENTS)) or is_wandb_run(d):  # a wandb run: read to say how to export it
+            out.append(d)
+            continue
+        for f in sorted(c for c in d.iterdir() if c.is_file()):
+            if f.suffix == ".jsonl" or f.suffix == ".db" and f.stem.startswith("mlruns"):
+                out.append(f)
+            elif f.suffix in (".log", ".txt", ".out") and is_console_log(f):
+                out.append(f)
+            elif f.suffix == ".csv" and is_wandb_csv(f):
+                out.append(f)
+    return out
+
+
+__all__ = [
+    "FORMATS",
+    "FORMATS_LINE",
+    "TENSORBOARD_EXTRA",
+    "WANDB_EXPORT",
+    "UnreadableLog",
+    "find_logs",
+    "is_console_log",
+    "mlflow_db_runs",
+    "read_records",
+]
