@@ -88,7 +88,7 @@ def test_round_4_bounds_the_error_link_judged_block_by_block() -> None:
     r3a = {"entropy": 0.460, "tail_ratio": 3.232, "offset": 0.0183, "error_link": 0.060, "error_link_local": 0.111}
     table = screen_table(screen, {w: {"world": f"{w}-0", **r3a} for w in screen.probed})
     assert chosen_world(table) == "r3a"
-    assert "error link, block by block [>= 0.1]" in screen_markdown(screen, table)
+    assert "local error link [>= 0.1]" in screen_markdown(screen, table)
     failing = {**r3a, "error_link_local": 0.099}
     table = screen_table(screen, {w: {"world": f"{w}-0", **failing} for w in screen.probed})
     assert chosen_world(table) is None

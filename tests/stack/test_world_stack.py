@@ -90,7 +90,7 @@ def test_a_world_is_built_from_its_knobs_and_one_arm_trains_in_it(tmp_path) -> N
     assert probe["blocks_tail"] > 0 and -1.0 <= probe["error_link_local"] <= 1.0
     screen = (work / "results" / "tinyworld" / "world_screen.md").read_text()
     assert f"chain (`{ident}`)" in screen and "**chosen**" in screen and "Chosen: **chain**" in screen
-    assert "error link, block by block [>= -1]" in screen
+    assert "local error link [>= -1]" in screen
 
     # the world: data and warm-started model where the layout puts them, the model at its greedy target
     data = work / "results" / "data" / ident

@@ -24,7 +24,7 @@ LABELS = {
     "tail_ratio": "tail ratio p/q",
     "offset": "offset (nats/token)",
     "error_link": "error link",
-    "error_link_local": "error link, block by block",
+    "error_link_local": "local error link",
 }
 
 
