@@ -193,3 +193,16 @@ def test_a_lower_time_limit_keeps_the_watchdog_below_it():
     assert get_platform("cpu").with_runtime(60).timeout_min == 60
     with pytest.raises(ValueError, match="minutes"):
         gpu.with_runtime(0)
+
+
+def test_a_study_that_probes_a_mid_run_checkpoint_keeps_it():
+    """Round 4 of the cliff study reads each run's step-32 checkpoint after the run (its drift probe): its
+    recipe keeps two, so the step-64 save does not retire it; every other study keeps one."""
+    from coolsampler.spec.study import load_study
+
+    cliff = load_study(REPO / "config" / "cliff.yaml")
+    o = as_dict(verl_overrides(cliff.runs[0], PATHS, platform="cpu", study_recipe=cliff.recipe))
+    assert (o["trainer.save_freq"], o["trainer.max_actor_ckpt_to_keep"]) == ("32", "2")
+    smoke = load_study(REPO / "config" / "config.yaml")
+    smoke_o = as_dict(verl_overrides(smoke.runs[0], PATHS, platform="cpu", study_recipe=smoke.recipe))
+    assert smoke_o["trainer.max_actor_ckpt_to_keep"] == "1"

@@ -50,7 +50,7 @@ from coolsampler.spec.settings import PAPER_RECIPE, step_seconds
 from coolsampler.spec.shipped import PROFILES as PROFILE_DIR
 from coolsampler.spec.shipped import ROOT
 from coolsampler.spec.study import Run, Study, StudyError, load_study
-from coolsampler.train.overrides import check_extra_overrides
+from coolsampler.train.overrides import check_extra_overrides, recipe_for
 from coolsampler.train.paths import Layout
 from coolsampler.train.platform import Platform, get_platform
 from coolsampler.train.version import REPO
@@ -234,7 +234,8 @@ def make_plan(
                 if got[1] is not None:
                     m.startup_s.append(got[1])
                 m.disk.append(got[2])
-        groups.append(_group(model, task, runs, done, m, platform))
+        keep = recipe_for(runs[0], study.recipe)["keep_checkpoints"]
+        groups.append(_group(model, task, runs, done, m, platform, keep))
     most = max((g.gpus for g in groups), default=0)
     par, why = (parallel, "--parallel") if parallel else default_parallel(profile, platform, most)
     memory = []
@@ -332,7 +333,9 @@ def _shown(path: str) -> str:
     return str(p)
 
 
-def _group(model: str, task: str, runs: list[Run], done: list[str], m: Measured, platform: Platform) -> Group:
+def _group(
+    model: str, task: str, runs: list[Run], done: list[str], m: Measured, platform: Platform, keep: int = 1
+) -> Group:
     gpus = runs[0].model_info.gpus_per_run if platform.gpus_per_run else 0  # what the training job asks for
     step, startup, source = None, 0.0, "-"
     if m.step_s:
@@ -351,7 +354,8 @@ def _group(model: str, task: str, runs: list[Run], done: list[str], m: Measured,
 
     extra = checkpoint_bytes(model) if model in ARCH and platform.name == "gpu" else None
     if disk is None and extra is not None:  # memory.py models the gpu platform's run (its GPUs, its dtypes)
-        disk, disk_source = extra, "one checkpoint (memory.py)"
+        disk = keep * extra
+        disk_source = "one checkpoint (memory.py)" if keep == 1 else f"{keep} checkpoints kept (memory.py)"
     return Group(model, task, runs, done, step, startup, source, disk, disk_source, extra, gpus)
 
 

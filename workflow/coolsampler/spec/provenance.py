@@ -147,6 +147,7 @@ RECIPE_OVERRIDES: dict[str, str] = {
     "max_response_length": "data.max_response_length",
     "val_samples": "data.val_max_samples",
     "save_every": "trainer.save_freq",
+    "keep_checkpoints": "trainer.max_actor_ckpt_to_keep",
     "deterministic": "actor_rollout_ref.rollout.full_determinism",
     "tensor_parallel": "actor_rollout_ref.rollout.tensor_model_parallel_size",
     "steps": "trainer.total_training_steps",

@@ -392,11 +392,11 @@ def checkpoint_bytes(model: str) -> int:
     return ARCH[model].state_dict_params * CHECKPOINT_BYTES_PER_PARAM
 
 
-def checkpoint_disk_bytes(model: str) -> int:
-    """Disk one run needs at its peak: two checkpoints. One is kept (``max_actor_ckpt_to_keep=1``), but
-    the previous one is retired only once the new one is committed (patch 0006), so a save holds both.
-    ``coolsampler plan`` reads this."""
-    return 2 * checkpoint_bytes(model)
+def checkpoint_disk_bytes(model: str, keep: int = 1) -> int:
+    """Disk one run needs at its peak: ``keep`` checkpoints (the recipe's ``keep_checkpoints``, verl's
+    ``max_actor_ckpt_to_keep``) and one more, since the oldest is retired only once the new one is
+    committed (patch 0006), so a save holds them all."""
+    return (keep + 1) * checkpoint_bytes(model)
 
 
 def host_limit_bytes(profile: Path | None, platform: Platform | None = None) -> tuple[int, str]:

@@ -42,6 +42,7 @@ def recipe_for(run: Run, study_recipe: dict[str, Any] | None = None) -> dict[str
         # a preempted or stalled run loses at most ~30 min (paper step times, coolsampler.spec.settings)
         "save_every": checkpoint_interval(run.model, run.task),
         "deterministic": False,
+        "keep_checkpoints": 1,  # a resume needs the last one; a 7B checkpoint is ~90 GB
         "logger": list(DEFAULT_LOGGER),  # the study's ``logger:`` adds trackers
     }
     recipe.update(study_recipe or {})
@@ -176,7 +177,7 @@ def verl_overrides(
         "trainer.test_freq": run.val_every,
         "trainer.val_before_train": True,
         "trainer.save_freq": r["save_every"] or -1,
-        "trainer.max_actor_ckpt_to_keep": 1,  # a resume needs the last one; a 7B checkpoint is ~90 GB
+        "trainer.max_actor_ckpt_to_keep": r["keep_checkpoints"],
         "actor_rollout_ref.rollout.full_determinism": bool(r["deterministic"]),
         # vLLM's sampling seed (per replica: seed + rank); a `rerun` replicate draws its own samples
         "actor_rollout_ref.rollout.seed": run.sampling_seed,
