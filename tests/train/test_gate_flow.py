@@ -71,10 +71,11 @@ def trainer(n: int, steps: int = 6, test_freq: int = 2, *, level: int = 1, resum
     t.timing_raw = {}
     t.curr_step_profile = False
     t.checkpoint_manager = FakeReplicas(level)
-    t.coolsampler_keys = trainer_keys.read(t.config.trainer, implements_gate=True, trainer_name="sync")
+    t.coolsampler_keys = trainer_keys.read(t.config, trainer="sync", implements=trainer_keys.NAMES)
+    t._refresh_gate = t.coolsampler_keys.gate()  # what PPOTrainerSync.__init__ builds
     if resume_at:  # what _load_checkpoint restores: the gate's state saved with the checkpoint
         for s in range(1, resume_at + 1):
-            t._gate().decide(s)
+            t._refresh_gate.decide(s)
     return t
 
 
