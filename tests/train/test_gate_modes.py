@@ -83,3 +83,31 @@ def test_the_legacy_trainer_refuses_every_key_in_one_line(setting):
     key = re.escape(setting.partition("=")[0])
     with pytest.raises(ValueError, match=rf"^{key}=.* is not implemented by trainer\.use_v1=false, only by [^\n]*$"):
         main(verl_config("trainer.use_v1=false", setting))
+
+
+def test_the_sync_trainer_is_built_from_verls_default_config_with_an_active_gate():
+    """What the refusals below are measured against: the constructor itself starts no worker and, given
+    valid keys, builds the gate with the trainer."""
+    t = trainer_base.get_trainer_cls("sync")(verl_config("trainer.refresh_schedule=[3,6]"))
+    assert t.coolsampler_keys.gate_active and t._refresh_gate.schedule == (3, 6)
+    assert t.config.actor_rollout_ref.rollout.custom["sleep_level"] == 1  # the gate keeps its sampler through sleep
+
+
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        (["trainer.refresh_guard={signal:nonsense,threshold:0.1}"], "guard.signal: 'nonsense' is not valid"),
+        (["trainer.refresh_schedule=[6,3]"], "3 follows 6"),
+        (["trainer.refresh_schedule=[3,12]", "trainer.total_training_steps=10"], "past the run's 10 steps"),
+        (["trainer.refresh_guard={signal:ess,threshold:0.5}"], "ess is not logged under correction none"),
+        (
+            ["actor_rollout_ref.actor.strategy=megatron", "trainer.max_actor_ckpt_to_keep=2", "trainer.save_freq=10"],
+            "strategy megatron",
+        ),
+    ],
+)
+def test_the_sync_trainer_refuses_a_bad_setting_when_it_is_built(settings, message):
+    """Each of these once passed the constructor and failed (or deleted good checkpoints) only once the
+    workers, vLLM and the model were loaded."""
+    with pytest.raises(ValueError, match=re.escape(message)):
+        trainer_base.get_trainer_cls("sync")(verl_config(*settings))
