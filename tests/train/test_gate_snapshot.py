@@ -282,3 +282,25 @@ def test_the_patches_only_call_the_snapshot():
     for gone in ("_through_sampler_snapshot", "_from_sampler_snapshot", "SAMPLER_SNAPSHOT", "mmap=True", "% n"):
         assert gone not in added, gone
     assert "self._stale_sampler().needed(" in added and "self._stale_sampler().restore(" in added
+
+
+@pytest.mark.parametrize(
+    ("name", "dtype"),
+    [("bf16", torch.bfloat16), ("bfloat16", torch.bfloat16), ("fp16", torch.float16), ("float16", torch.float16),
+     ("half", torch.float16), ("fp32", torch.float32), ("float32", torch.float32)],
+)  # fmt: skip
+def test_the_snapshot_keeps_the_dtype_the_rollout_names_in_any_spelling(name, dtype):
+    """verl's and vLLM's spellings of rollout.dtype: "bf16" kept as fp32 would double the host memory."""
+    snap = _snap(name)
+    _refresh(snap, _master(0))
+    assert {n: t.dtype for n, t in snap.tensors.items() if t.is_floating_point()} == dict.fromkeys(
+        [n for n, t in _master(0).items() if t.is_floating_point() and n in snap.tensors], dtype
+    )
+
+
+def test_an_auto_dtype_warns_and_an_unknown_one_is_refused(caplog):
+    with caplog.at_level("WARNING", logger="coolsampler.worker.snapshot"):
+        assert _snap("auto").dtype is None  # vLLM picks it from the model's config: kept as pushed
+    assert "rollout.dtype=auto" in caplog.text
+    with pytest.raises(ValueError, match=r"rollout\.dtype='bfloat17': unknown"):
+        _snap("bfloat17")

@@ -20,7 +20,9 @@ SIGNAL = {1: 0.01, 2: 0.05, 3: 0.2, 4: 0.02, 5: 0.09, 6: 0.3, 7: 0.01, 8: 0.02}
 
 def gate_of(trainer: dict):
     """The gate patch 0001 builds from verl's ``trainer`` section (through the one reader of its keys)."""
-    return refresh.gate_from_keys(trainer_keys.read({"trainer": trainer}, trainer="sync", implements=trainer_keys.NAMES))
+    return refresh.gate_from_keys(
+        trainer_keys.read({"trainer": trainer}, trainer="sync", implements=trainer_keys.NAMES)
+    )
 
 
 def metrics(step: int) -> dict[str, float]:

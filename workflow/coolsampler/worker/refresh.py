@@ -94,10 +94,14 @@ def save(gate: RefreshGate, folder: str | os.PathLike) -> str:
 
 
 def restore(gate: RefreshGate, step: int, folder: str | os.PathLike) -> RefreshGate:
-    """The gate as it was at the checkpoint of ``step``, read from ``folder``'s ``refresh_gate.json``
-    (a checkpoint without it is not complete, and no resume starts from one)."""
+    """The gate as it was at the checkpoint of ``step``, read from ``folder``'s ``refresh_gate.json``.
+    Without the file (a checkpoint of upstream verl, or of a trainer without the gate) an inactive
+    gate resumes as verl would, on fresh weights; an active one cannot know its sampler and refuses."""
     path = os.path.join(folder, GATE_FILE)
     if not os.path.exists(path):
+        if not gate.active:
+            gate.fresh_at(step)
+            return gate
         raise FileNotFoundError(f"staleness gate: resuming at step {step} needs the refresh gate's state, {path}")
     with open(path) as f:
         gate.load_state_dict(json.load(f))
