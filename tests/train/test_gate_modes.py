@@ -75,10 +75,16 @@ def test_other_trainer_modes_refuse_every_key_of_the_gate(mode, setting):
 @pytest.mark.parametrize(
     "setting", [*GATE_SETTINGS, "trainer.learner_temperature=1.0", "trainer.sampler_temperature_spec=0.8"]
 )
-def test_the_legacy_trainer_refuses_every_key_in_one_line(setting):
+def test_the_legacy_trainer_refuses_every_key_in_one_line(setting, monkeypatch):
     """trainer.use_v1=false runs verl's v0 trainer, which implements none of the keys (no patch touches
     it): its entry point refuses each, naming key and trainer, before Ray or a worker starts."""
+    from verl.trainer import main_ppo
     from verl.trainer.main_ppo import main
+
+    def started(*args, **kwargs):
+        raise AssertionError(f"the legacy trainer started with {setting}")
+
+    monkeypatch.setattr(main_ppo, "run_ppo", started)
 
     key = re.escape(setting.partition("=")[0])
     with pytest.raises(ValueError, match=rf"^{key}=.* is not implemented by trainer\.use_v1=false, only by [^\n]*$"):

@@ -101,7 +101,8 @@ temperature needs a fixed ``trainer.learner_temperature``. At submission the tra
 scores, kl)`` with one entry per response and logs what that returns: ``sampler/temperature`` (mean
 over the step's prompts), ``sampler/temperature_min``, ``sampler/temperature_max`` and
 ``sampler/saturated_frac`` (fraction of groups saturated by the controller's rule; ``all_equal``
-for controllers without one). It checkpoints ``state_dict()`` as ``sampler_t.pt``.
+for controllers without one). It checkpoints ``state_dict()`` as ``sampler_t.pt`` and restores it
+on resume through ``resume_state`` (a checkpoint without it warns that the controller starts afresh).
 
 Which step a temperature belongs to: ``temperature(t)`` / ``temperatures(t, ids)`` is what step t's
 batch is sampled at; ``update``/``observe`` for step t move step t + 1's. The temperatures
