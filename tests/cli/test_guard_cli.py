@@ -82,8 +82,9 @@ def test_the_gate_built_from_verls_config_is_the_runs(study_path: Path) -> None:
 
     study = load_study(study_path)
     for run in study.runs:
-        cfg = compose_config([o for o in verl_overrides(run, RunPaths("m", "t", "v", "o")) if o.startswith("trainer.")])
-        gate = gate_from_keys(trainer_keys.read(cfg.trainer, implements_gate=True, trainer_name="sync"))
+        overrides = verl_overrides(run, RunPaths("m", "t", "v", "o"))
+        cfg = compose_config([o for o in overrides if o.startswith(("trainer.", "algorithm."))])
+        gate = gate_from_keys(trainer_keys.read(cfg, trainer="sync", implements=trainer_keys.NAMES))
         assert (gate.N, gate.guard, gate.schedule) == (run.N, run.guard, run.schedule), run.key
 
 

@@ -305,15 +305,16 @@ def test_staleness_budget_from_observed_onsets(paper_runs: list[Run], data: dict
     row = lambda model, tb: b[(b.model == model) & (b.task == "gsm8k") & (b.Tb == tb) & (b.correction == "tis")  # noqa: E731
                              & (b.lr == 2e-6) & (b.Tl == "1")].iloc[0]  # fmt: skip
     b7_hot, b7_cold = row("qwen2.5-math-7b", "1"), row("qwen2.5-math-7b", "0.8")
-    # synthetic 7B: uncooled onsets at step 120 (N=144 and 192), cooled at 180 (N=192); N=144 cooled holds
-    assert b7_hot.safe_N_below == 120 and b7_hot.degrading == 3
-    assert b7_cold.first_cycle_safe_N_below == 180 and b7_cold.passed_first_refresh == 144
+    # synthetic 7B: uncooled onsets at step 120 (N=144 and 192), 119 steps stale; cooled at 180 (N=192),
+    # 179 stale; N=144 cooled holds (staleness t - 1 - sampler_version: spec.guard.staleness)
+    assert b7_hot.safe_N_below == 119 and b7_hot.degrading == 3
+    assert b7_cold.first_cycle_safe_N_below == 179 and b7_cold.passed_first_refresh == 144
     assert b7_hot.first_cycle_safe_N_below < 144 < b7_cold.first_cycle_safe_N_below
-    # the cut run's second-cycle onset at 280 is 280 - 144 = 136 steps stale: below 144
-    assert b7_cold.safe_N_below == 136 and "136(N144)" in b7_cold.staleness_at_onset
-    # staleness is read from the log's sampler_version: onset 250 at N=288 is 250 steps stale,
-    # onset 300 at N=288 is 12 steps after the refresh at 288
-    assert row("qwen2.5-math-1.5b", "0.6").staleness_at_onset == "12(N288)"
+    # the cut run's second-cycle onset at 280 is 280 - 1 - 144 = 135 steps stale: below 144
+    assert b7_cold.safe_N_below == 135 and "135(N144)" in b7_cold.staleness_at_onset
+    # staleness is read from the log's sampler_version: onset 250 at N=288 is 249 steps stale,
+    # onset 300 at N=288 is 11 steps after the refresh at 288
+    assert row("qwen2.5-math-1.5b", "0.6").staleness_at_onset == "11(N288)"
 
 
 def test_staleness_at_onset_uses_the_log_and_falls_back_to_the_gate() -> None:
@@ -322,9 +323,22 @@ def test_staleness_at_onset_uses_the_log_and_falls_back_to_the_gate() -> None:
     run = Run("qwen2.5-math-1.5b", "gsm8k", 96, 2e-6, "tis", Temperature(), 1.0, 1, 300, 10)
     m = make_metrics(96, 300, 10, 1.0, collapse_at=250)
     d = C.RunData(run, m, None)
-    assert C.m_staleness_at_onset(d) == 250 - 192
+    assert C.m_staleness_at_onset(d) == 250 - 1 - 192  # spec.guard.staleness: t - 1 - sampler_version
     d2 = C.RunData(run, m.drop(columns=["sampler_version"]), None)
-    assert C.m_staleness_at_onset(d2) == 250 - 192
+    assert C.m_staleness_at_onset(d2) == 250 - 1 - 192
+
+
+def test_the_staleness_measured_is_the_staleness_logged() -> None:
+    """One definition (coolsampler.spec.guard.staleness): what the claims measure at a step is what the
+    trainer logged there as ``staleness``, from the log's sampler_version and from the gate's schedule."""
+    from coolsampler.spec.study import Temperature
+
+    run = Run("qwen2.5-math-1.5b", "gsm8k", 4, 2e-6, "tis", Temperature(), 1.0, 1, 20, 5)
+    m = make_metrics(4, 20, 5, 1.0)
+    logged = dict(zip(m["step"], m["staleness"], strict=True))
+    for metrics in (m, m.drop(columns=["sampler_version"])):
+        d = C.RunData(run, metrics, None)
+        assert {t: C.staleness_at(d, t) for t in logged} == logged
 
 
 # --------------------------------------------------------------------------------------------------

@@ -11,6 +11,7 @@ to have slept at level 1.
 
 from __future__ import annotations
 
+import inspect
 from types import SimpleNamespace
 
 import pytest
@@ -58,11 +59,18 @@ class FakeReplicas:
         self._push(sampler_snapshot, global_steps)
 
 
-def trainer(n: int, steps: int = 6, test_freq: int = 2, *, level: int = 1, resume_at: int = 0, guard=None):
+def trainer(
+    n: int, steps: int = 6, test_freq: int = 2, *, level: int = 1, resume_at: int = 0, guard=None, schedule=None
+):
     t = object.__new__(PPOTrainerSync)
     t.config = OmegaConf.create(
         {
-            "trainer": {"refresh_interval": n, "refresh_guard": guard, "test_freq": test_freq},
+            "trainer": {
+                "refresh_interval": n,
+                "refresh_guard": guard,
+                "refresh_schedule": schedule,
+                "test_freq": test_freq,
+            },
             "actor_rollout_ref": {"rollout": {"free_cache_engine": True}},
         }
     )
@@ -71,10 +79,11 @@ def trainer(n: int, steps: int = 6, test_freq: int = 2, *, level: int = 1, resum
     t.timing_raw = {}
     t.curr_step_profile = False
     t.checkpoint_manager = FakeReplicas(level)
-    t.coolsampler_keys = trainer_keys.read(t.config.trainer, implements_gate=True, trainer_name="sync")
+    t.coolsampler_keys = trainer_keys.read(t.config, trainer="sync", implements=trainer_keys.NAMES)
+    t._refresh_gate = t.coolsampler_keys.gate()  # what PPOTrainerSync.__init__ builds
     if resume_at:  # what _load_checkpoint restores: the gate's state saved with the checkpoint
         for s in range(1, resume_at + 1):
-            t._gate().decide(s)
+            t._refresh_gate.decide(s)
     return t
 
 
@@ -152,6 +161,31 @@ def test_a_stale_validation_pushes_fresh_then_the_stale_sampler_back_each_into_s
         ("keep", 6),
         ("save", 6),
     ]
+
+
+def test_a_schedule_at_interval_1_keeps_the_stale_sampler_it_logs():
+    """A schedule gates at trainer.refresh_interval=1 too: between its refreshes the replicas wake on the
+    weights they kept, never on upstream's fresh push, so the staleness logged is what the sampler had."""
+    t = trainer(1, schedule=[3, 6], test_freq=0)
+    logged = fit(t)
+    assert [m["staleness/staleness"] for m in logged] == [0, 1, 2, 0, 1, 2]
+    assert [p[1] for p in pushes(t.checkpoint_manager.events)] == [
+        "save",
+        "keep",
+        "keep",
+        "save",
+        "keep",
+        "keep",
+        "save",
+    ]
+    assert [p[2] for p in pushes(t.checkpoint_manager.events) if p[1] == "save"] == [0, 3, 6]
+
+
+def test_whether_the_replicas_are_awake_has_one_default():
+    """verl's _setup leaves the replicas asleep and a push wakes them: every method reads the one
+    attribute, never a default of its own."""
+    assert PPOTrainerSync._awake is False
+    assert 'getattr(self, "_awake"' not in inspect.getsource(PPOTrainerSync)
 
 
 def test_a_resume_inside_a_cycle_restores_the_stale_sampler_and_continues_the_count():

@@ -38,7 +38,7 @@ def fit(t, kill_after_save: int | None = None, save_to=None) -> list[dict]:
         t.on_sample_end()
         t._decide_refresh({"training/rollout_probs_diff_mean": SIGNAL[step]})  # the end of PPOTrainerSync.step
         if save_to is not None:
-            refresh.save(t._gate(), save_to / f"global_step_{step}")  # what _save_checkpoint writes first
+            refresh.save(t._refresh_gate, save_to / f"global_step_{step}")  # what _save_checkpoint writes first
         if step == kill_after_save:
             return logged
         t.on_step_end()
@@ -74,7 +74,8 @@ def test_a_kill_between_the_decision_and_the_push_resumes_to_the_same_push(tmp_p
     fit(first, kill_after_save=kill_at, save_to=tmp_path)
     assert ("push", "save", kill_at) not in first.checkpoint_manager.events  # killed before the push
     resumed = guarded(resume_at=kill_at)
-    refresh.restore(resumed._gate(), kill_at, tmp_path / f"global_step_{kill_at}")  # PPOTrainerSync._load_checkpoint
+    # what PPOTrainerSync._load_checkpoint does
+    refresh.restore(resumed._refresh_gate, kill_at, tmp_path / f"global_step_{kill_at}")
     after = fit(resumed)
     first_push = pushes(resumed.checkpoint_manager.events)[0]
     fired_at_kill = whole[kill_at - 1]["staleness/refreshed"] == 1

@@ -146,10 +146,21 @@ def test_resuming_inside_a_cycle_without_the_snapshot_fails_at_once_naming_it(tm
     fresh = _snap("bfloat16")
     assert _resume(fresh, at_refresh) is None and fresh.empty
 
-    unknown = tmp_path / "global_step_12" / "actor"  # no gate state: the snapshot is required
-    unknown.mkdir(parents=True)
+    unreadable = tmp_path / "global_step_12" / "actor"  # an unreadable gate state: the snapshot is required
+    unreadable.mkdir(parents=True)
+    (unreadable.parent / GATE_FILE).write_text("{")
     with pytest.raises(FileNotFoundError, match=r"global_step_12/actor/sampler_snapshot"):
-        _resume(_snap("bfloat16"), unknown)
+        _resume(_snap("bfloat16"), unreadable)
+
+
+def test_a_checkpoint_without_the_gates_state_resumes_on_fresh_weights(tmp_path):
+    """No refresh_gate.json: written by a trainer without the gate (upstream verl, a run at interval 1 of
+    another trainer), whose sampler was fresh. The worker's load needs no snapshot there (the driver's
+    gate refuses such a checkpoint only when it is active: coolsampler.worker.refresh.restore)."""
+    upstream = tmp_path / "global_step_12" / "actor"
+    upstream.mkdir(parents=True)
+    snap = _snap("bfloat16")
+    assert _resume(snap, upstream) is None and snap.empty
 
 
 def test_the_gate_state_decides_not_the_step_mod_n(tmp_path):
@@ -199,7 +210,7 @@ def _two_ranks(body, tmp_path: Path, *args) -> None:
     for p in procs:
         if p.is_alive():
             p.kill()
-    failures = [errors.get() for _ in range(errors.qsize())]
+    failures = [errors.get(timeout=30) for _ in range(errors.qsize())]  # a rank killed mid-put: fail, not hang
     assert not failures and all(p.exitcode == 0 for p in procs), "\n".join(failures) or [p.exitcode for p in procs]
 
 
@@ -250,6 +261,7 @@ def _resume_without_one_share(rank: int, tmp: Path) -> None:
     torch.distributed.barrier()
     if rank == 0:
         (ckpt / "sampler_snapshot_world_size_2_rank_1.pt").unlink()
+        _gate(ckpt.parent, sampler_version=4)  # the gate's state: stale at step 6, so every share is needed
     torch.distributed.barrier()
     with pytest.raises(FileNotFoundError, match=r"missing: \S*sampler_snapshot_world_size_2_rank_1\.pt"):
         _snap("bfloat16").needed(ckpt)  # both ranks refuse before any collective: neither waits
@@ -282,3 +294,25 @@ def test_the_patches_only_call_the_snapshot():
     for gone in ("_through_sampler_snapshot", "_from_sampler_snapshot", "SAMPLER_SNAPSHOT", "mmap=True", "% n"):
         assert gone not in added, gone
     assert "self._stale_sampler().needed(" in added and "self._stale_sampler().restore(" in added
+
+
+@pytest.mark.parametrize(
+    ("name", "dtype"),
+    [("bf16", torch.bfloat16), ("bfloat16", torch.bfloat16), ("fp16", torch.float16), ("float16", torch.float16),
+     ("half", torch.float16), ("fp32", torch.float32), ("float32", torch.float32)],
+)  # fmt: skip
+def test_the_snapshot_keeps_the_dtype_the_rollout_names_in_any_spelling(name, dtype):
+    """verl's and vLLM's spellings of rollout.dtype: "bf16" kept as fp32 would double the host memory."""
+    snap = _snap(name)
+    _refresh(snap, _master(0))
+    assert {n: t.dtype for n, t in snap.tensors.items() if t.is_floating_point()} == dict.fromkeys(
+        [n for n, t in _master(0).items() if t.is_floating_point() and n in snap.tensors], dtype
+    )
+
+
+def test_an_auto_dtype_warns_and_an_unknown_one_is_refused(caplog):
+    with caplog.at_level("WARNING", logger="coolsampler.worker.snapshot"):
+        assert _snap("auto").dtype is None  # vLLM picks it from the model's config: kept as pushed
+    assert "rollout.dtype=auto" in caplog.text
+    with pytest.raises(ValueError, match=r"rollout\.dtype='bfloat17': unknown"):
+        _snap("bfloat17")

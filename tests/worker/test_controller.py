@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import pytest
 
@@ -647,3 +648,21 @@ def test_sampled_validation_rows_draw_with_their_own_seeds(monkeypatch: pytest.M
     assert all(len(s) == 1 and s[0] is not None for s in rows)
     assert len({s[0] for s in rows}) == 4  # one stream per row
     assert seeds(2) == rows[2] and seeds(2, step=16) != rows[2]  # reproducible; new draws at the next validation
+
+
+def test_a_restarted_controller_without_its_state_warns(tmp_path, caplog):
+    """patch 0003b's resume: the state from sampler_t.pt, or a warning that the controller starts afresh
+    (a checkpoint of a run without one), never a silent restart."""
+    from coolsampler.worker.controller import resume_state
+
+    ctrl = make_controller({"controller": "saturation", "start": 0.8})
+    ctrl.observe(1, ["a", "a"], [1.0, 1.0], 0.0)
+    saved = tmp_path / "sampler_t.pt"
+    saved.write_text(json.dumps(ctrl.state_dict()))
+    fresh = make_controller({"controller": "saturation", "start": 0.8})
+    assert resume_state(fresh, str(saved), lambda p: json.loads(Path(p).read_text()))
+    assert fresh.state_dict() == ctrl.state_dict()
+    again = make_controller({"controller": "saturation", "start": 0.8})
+    with caplog.at_level("WARNING", logger="coolsampler.worker.controller"):
+        assert not resume_state(again, str(tmp_path / "none" / "sampler_t.pt"), lambda p: {})
+    assert "starts afresh" in caplog.text

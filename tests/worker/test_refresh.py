@@ -20,7 +20,9 @@ SIGNAL = {1: 0.01, 2: 0.05, 3: 0.2, 4: 0.02, 5: 0.09, 6: 0.3, 7: 0.01, 8: 0.02}
 
 def gate_of(trainer: dict):
     """The gate patch 0001 builds from verl's ``trainer`` section (through the one reader of its keys)."""
-    return refresh.gate_from_keys(trainer_keys.read(trainer, implements_gate=True, trainer_name="sync"))
+    return refresh.gate_from_keys(
+        trainer_keys.read({"trainer": trainer}, trainer="sync", implements=trainer_keys.NAMES)
+    )
 
 
 def metrics(step: int) -> dict[str, float]:
@@ -139,7 +141,8 @@ def test_a_missing_or_non_finite_signal_is_no_reading():
 
 def test_a_checkpoint_is_inside_a_cycle_where_the_gates_state_says_so(tmp_path):
     """Which checkpoints must hold the stale sampler's snapshot (coolsampler.worker.checkpoint_files):
-    a guard's, where its sampler is older than the step, never step mod N; without a readable state, every one."""
+    a guard's, where its sampler is older than the step, never step mod N; without a state (a trainer without
+    the gate wrote it, on fresh weights) none; with an unreadable one, every one."""
     from coolsampler.worker.checkpoint_files import stale_at
 
     gate = make_gate(4, GUARD)
@@ -147,6 +150,33 @@ def test_a_checkpoint_is_inside_a_cycle_where_the_gates_state_says_so(tmp_path):
         gate.decide(t, SIGNAL[t])  # fires at 3; 4 is inside the new cycle
         refresh.save(gate, tmp_path / f"global_step_{t}")
     assert [stale_at(tmp_path / f"global_step_{t}", t) for t in range(1, 5)] == [True, True, False, True]
-    assert [stale_at(tmp_path / "none", t) for t in (3, 4)] == [True, True]
+    assert [stale_at(tmp_path / "none", t) for t in (3, 4)] == [False, False]
     (tmp_path / "global_step_4" / refresh.GATE_FILE).write_text("{")
     assert stale_at(tmp_path / "global_step_4", 4)
+
+
+def test_an_inactive_gate_resumes_from_a_checkpoint_without_its_state(tmp_path):
+    """A checkpoint of upstream verl (or of a trainer without the gate) has no refresh_gate.json: at
+    interval 1 nothing stale is needed, so the resume goes on fresh weights, as verl's own would; an
+    active gate (N > 1, a schedule or a guard) cannot know its sampler and refuses."""
+    folder = tmp_path / "global_step_7"
+    gate = refresh.restore(make_gate(1), 7, folder)
+    assert refresh.resume_version(gate, 7) == 7 and gate.refreshes == 7
+    assert refresh.decide(gate, 8, {}).refresh and gate.sampler_version == 8
+    for active in (make_gate(4), make_gate(1, schedule=[3, 9]), make_gate(1, GUARD)):
+        with pytest.raises(FileNotFoundError, match="needs the refresh gate's state"):
+            refresh.restore(active, 7, folder)
+
+
+def test_the_logged_staleness_is_the_one_definition():
+    """staleness/staleness is spec.guard.staleness: t - 1 - sampler_version (0 on fresh weights)."""
+    from coolsampler.spec.guard import staleness
+
+    gate = make_gate(3)
+    versions = []
+    for t in range(1, 7):
+        version = gate.sampler_version
+        logged = refresh.step_metrics(gate, refresh.decide(gate, t, {}), version)
+        versions.append(logged["staleness/staleness"])
+        assert logged["staleness/staleness"] == staleness(t, version)
+    assert versions == [0, 1, 2, 0, 1, 2]

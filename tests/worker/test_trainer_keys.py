@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import asdict
 from pathlib import Path
 
@@ -19,8 +20,9 @@ REPO = Path(__file__).resolve().parents[2]
 STUDIES = ["config/paper.yaml", "config/guard.yaml", "config/config.yaml", "config/cliff.yaml"]
 
 
-def read(trainer: dict) -> TrainerKeys:
-    return trainer_keys.read(trainer, implements_gate=True, trainer_name="sync")
+def read(trainer: dict, **sections) -> TrainerKeys:
+    """The keys as the sync trainer (which implements every one) reads them from verl's config."""
+    return trainer_keys.read({"trainer": trainer, **sections}, trainer="sync", implements=NAMES)
 
 
 def test_an_empty_section_is_upstream_behaviour():
@@ -39,7 +41,8 @@ def test_an_empty_section_is_upstream_behaviour():
         ("refresh_guard", [1], "a mapping"),
         ("learner_temperature", 0, "a temperature > 0"),
         ("learner_temperature", "hot", "a temperature > 0"),
-        ("sampler_temperature_spec", 0.8, "a mapping or a name"),
+        ("sampler_temperature_spec", "saturation", "a number"),
+        ("sampler_temperature_spec", True, "a number"),
     ],
 )
 def test_a_malformed_value_names_its_key_and_what_it_takes(key, value, want):
@@ -47,10 +50,86 @@ def test_a_malformed_value_names_its_key_and_what_it_takes(key, value, want):
         read({key: value})
 
 
-def test_a_trainer_without_the_gate_refuses_an_interval_but_not_the_default():
-    assert trainer_keys.read({"refresh_interval": 1}, implements_gate=False, trainer_name="x").refresh_interval == 1
-    with pytest.raises(ValueError, match=r"refresh_interval=4 \(staleness gate\).* not trainer\.use_v1=false$"):
-        trainer_keys.read({"refresh_interval": 4}, implements_gate=False, trainer_name="trainer.use_v1=false")
+def test_a_trainer_refuses_each_key_it_does_not_implement_but_not_the_defaults():
+    legacy = {"trainer": "trainer.use_v1=false", "implements": ()}
+    assert trainer_keys.read({"trainer": dict.fromkeys(NAMES)}, **legacy) == TrainerKeys()
+    assert trainer_keys.read({"trainer": {"refresh_interval": 1}}, **legacy).refresh_interval == 1
+    for key, value in [("refresh_interval", 4), ("learner_temperature", 1.0), ("sampler_temperature_spec", 0.8)]:
+        with pytest.raises(ValueError, match=rf"^trainer\.{key}={value} is not implemented by trainer\.use_v1=false"):
+            trainer_keys.read({"trainer": {key: value}}, **legacy)
+
+
+def test_a_schedule_or_a_guard_activates_the_gate_at_interval_1():
+    """ "The gate is active" is one predicate: N > 1, a guard or a schedule (each of them gates)."""
+    assert not read({}).gate_active and not read({"refresh_interval": 1}).gate_active
+    assert read({"refresh_interval": 4}).gate_active
+    assert read({"refresh_schedule": [3, 6]}).gate_active
+    assert read({"refresh_guard": {"signal": "probs_diff", "threshold": 0.1}}).gate_active
+
+
+@pytest.mark.parametrize(
+    ("trainer", "sections", "message"),
+    [
+        ({"refresh_guard": {"signal": "nonsense", "threshold": 0.1}}, {}, "guard.signal: 'nonsense' is not valid"),
+        ({"refresh_schedule": [6, 3]}, {}, "3 follows 6"),
+        ({"refresh_schedule": [3, 12], "total_training_steps": 10}, {}, "step 12 is past the run's 10 steps"),
+        ({"refresh_interval": 2, "refresh_guard": {"signal": "kl", "threshold": 0.1, "min": 3}}, {}, "guard.min"),
+        ({"refresh_schedule": [3], "refresh_guard": {"signal": "kl", "threshold": 0.1}}, {}, "not both"),
+        # the run logs no IS weights (verl's default correction) or skips the old log-prob pass (bypass)
+        ({"refresh_guard": {"signal": "ess", "threshold": 0.5}}, {}, "ess is not logged under correction none"),
+        (
+            {"refresh_guard": {"signal": "probs_diff", "threshold": 0.1}},
+            {"algorithm": {"rollout_correction": {"bypass_mode": True}}},
+            "probs_diff is not logged",
+        ),
+        ({"sampler_temperature_spec": {"schedule": "linear", "start": 0.8, "end": 1.0}}, {}, "fixed trainer.learner"),
+        (
+            {"sampler_temperature_spec": {"schedule": "linear", "start": 0.8, "end": 1.0}, "learner_temperature": 1},
+            {},
+            "needs total_steps",
+        ),
+        ({"sampler_temperature_spec": 0.8}, {"actor_rollout_ref": {"rollout": {"temperature": 1.0}}}, "learner_temp"),
+        ({"refresh_interval": 4}, {"actor_rollout_ref": {"rollout": {"name": "sglang"}}}, "needs vLLM"),
+    ],
+)
+def test_every_rule_is_checked_when_the_keys_are_read(trainer, sections, message):
+    """Each of these used to pass the reader and fail (or do the wrong thing) only after verl had loaded
+    its workers, vLLM and the model; now the read refuses it, in one line."""
+    with pytest.raises(ValueError, match=re.escape(message)) as err:
+        read(trainer, **sections)
+    assert "\n" not in str(err.value)
+
+
+def test_the_spec_has_one_type_rule_the_controllers():
+    """trainer.sampler_temperature_spec is accepted exactly where make_controller (and patch 0003b's
+    header: a number, a schedule, a controller) accepts it."""
+    from coolsampler.worker.controller import make_controller
+
+    for spec in [0.8, 1, "saturation", "0.8", True, [0.8], {"controller": "saturation", "start": 0.8}, {"x": 1}]:
+        try:
+            make_controller(spec, total_steps=10)
+            built = True
+        except ValueError:
+            built = False
+        try:
+            TrainerKeys(sampler_temperature_spec=spec, learner_temperature=1.0)
+            read_ok = True
+        except ValueError:
+            read_ok = False
+        assert read_ok == built, spec
+
+
+def test_verls_generated_config_lists_every_key_with_the_readers_default():
+    """verl's flattened reference config (_generated_ppo_trainer.yaml) holds the keys patch 0000 declares,
+    with the defaults of TrainerKeys and of ppo_trainer.yaml."""
+    verl = pytest.importorskip("verl")
+    import yaml
+
+    config = Path(verl.__file__).parent / "trainer" / "config"
+    generated = yaml.safe_load((config / "_generated_ppo_trainer.yaml").read_text())["trainer"]
+    declared = yaml.safe_load((config / "ppo_trainer.yaml").read_text())["trainer"]
+    assert {k: generated.get(k, "missing") for k in NAMES} == trainer_keys.DEFAULTS
+    assert {k: declared.get(k, "missing") for k in NAMES} == trainer_keys.DEFAULTS
 
 
 def test_verls_config_declares_every_key_with_the_readers_default():
@@ -72,9 +151,12 @@ def test_every_runs_keys_reach_the_trainer_as_set(study):
     for run in load_study(REPO / study).runs:
         overrides = verl_overrides(run, RunPaths("m", "t", "v", "o"))
         assert not [o for o in overrides if o.startswith("+trainer.")], run.key
-        section = tuple(o for o in overrides if o.partition("=")[0] in {f"trainer.{k}" for k in NAMES})
+        # the keys, with what they are checked against: the run's length and its correction
+        context = {f"trainer.{k}" for k in NAMES} | {"trainer.total_training_steps"}
+        section = tuple(o for o in overrides if o.partition("=")[0] in context or o.startswith("algorithm."))
         if section not in composed:
-            composed[section] = read(compose_config(list(section)).trainer)
+            config = compose_config(list(section))
+            composed[section] = trainer_keys.read(config, trainer="sync", implements=NAMES)
         assert composed[section] == run_keys(run), run.key
 
 

@@ -173,7 +173,8 @@ def report_markdown(
         out.append(f"| {sec} | {len(rs)} | " + " | ".join(str(c[v]) for v in VERDICTS) + " |")
     out += ["", "## Staleness budget (from observed onsets)", ""]
     out.append(
-        "Onset step minus the last refresh before it, for every degrading run; *first_cycle_safe_N_below*"
+        "The staleness at onset (the onset step minus 1 minus the last refresh before it), for every degrading"
+        " run; *first_cycle_safe_N_below*"
         " / *safe_N_below*: refresh intervals below the smallest of these (first-cycle onsets / every"
         " onset) were not seen to degrade; *passed_first_refresh*: the largest N whose run reached its"
         " first refresh intact. Also in [staleness_budget.md](staleness_budget.md)."

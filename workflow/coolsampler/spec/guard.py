@@ -220,6 +220,16 @@ UNLOGGED: dict[str, tuple[str, ...]] = {
 }
 
 
+def correction_of(rollout_correction: Mapping[str, Any] | None) -> str:
+    """The correction (``UNLOGGED``'s names) that verl's ``algorithm.rollout_correction`` section runs:
+    bypass mode skips the learner's old-log-prob pass, as ``mu_grpo`` does (so its rows go unlogged
+    too); IS weights without it are ``tis``; neither (verl's default, ``rollout_is: null``) is ``none``."""
+    section = rollout_correction or {}
+    if section.get("bypass_mode", False):
+        return "mu_grpo"
+    return "none" if section.get("rollout_is", None) is None else "tis"
+
+
 def check_signal_logged(signal: str, correction: str) -> None:
     """A ValueError (one line) when ``correction``'s runs never log the guard's ``signal``."""
     if signal in UNLOGGED.get(correction, ()):
@@ -253,6 +263,21 @@ def signal_value(metrics: Mapping[str, Any], signal: str) -> float | None:
 
 # --------------------------------------------------------------------------------------------------
 # The gate
+
+
+def staleness(step: int, sampler_version: int) -> int:
+    """The staleness of learner step ``step`` (1-based): the learner updates the sampler that drew its
+    batch is behind, ``step - 1 - sampler_version`` (0 on fresh weights; ``(step - 1) mod N`` under a
+    fixed N, "up to N-1 steps old"). The one definition: the trainer logs it (``staleness/staleness``)
+    and the claims measure it at an onset."""
+    return int(step) - 1 - int(sampler_version)
+
+
+def gate_active(N: int, guard: Any = None, schedule: Any = None) -> bool:
+    """Whether a gate of these settings ever keeps a stale sampler, so that the trainer must keep one
+    (a level-1 sleep, a host snapshot): N > 1, a guard or a schedule. An inactive gate refreshes after
+    every step: verl's own behaviour."""
+    return int(N) > 1 or guard is not None or schedule is not None
 
 
 @dataclass(frozen=True)
@@ -341,6 +366,22 @@ class RefreshGate:
             self.window = []
         return decision
 
+    @property
+    def active(self) -> bool:
+        """``gate_active`` of this gate's settings."""
+        return gate_active(self.N, self.guard, self.schedule)
+
+    def fresh_at(self, step: int) -> None:
+        """The state of an inactive gate after ``step``, which it needs no file to know: every step
+        refreshed, so the sampler holds that step's weights (a resume at interval 1 from a checkpoint
+        without the gate's state, e.g. one of upstream verl)."""
+        if self.active:
+            raise ValueError("only an inactive gate (N 1, no guard, no schedule) knows its state without a file")
+        step = int(step)
+        self.last_step, self.since_refresh, self.window = step, 0, []
+        self.refreshes, self.sampler_version = step, step
+        self.last = {"refresh": True, "reason": "interval", "reading": None, "since_refresh": 1} if step else None
+
     def params(self) -> dict[str, Any]:
         """What must not change across a resume."""
         return {
@@ -391,7 +432,9 @@ __all__ = [
     "RefreshGate",
     "check_schedule",
     "check_signal_logged",
+    "correction_of",
     "default_window",
+    "gate_active",
     "longest_interval",
     "make_gate",
     "parse_guard_condition",
@@ -399,4 +442,5 @@ __all__ = [
     "schedule_from_refreshed",
     "schedule_token",
     "signal_value",
+    "staleness",
 ]

@@ -312,7 +312,7 @@ def s_staleness_at_onset(df: pd.DataFrame, run: Run, v: int | None) -> None:
         raise Unconstructible(f"staleness {v} beyond the run's {run.steps} steps")
     _flat_with_drop(df, run, at)
     sv = df["sampler_version"].to_numpy().copy()
-    sv[_at(df, at)] = at - int(round(v))
+    sv[_at(df, at)] = at - 1 - int(round(v))  # spec.guard.staleness(at, sv) == v
     df["sampler_version"] = sv
 
 

@@ -101,7 +101,8 @@ temperature needs a fixed ``trainer.learner_temperature``. At submission the tra
 scores, kl)`` with one entry per response and logs what that returns: ``sampler/temperature`` (mean
 over the step's prompts), ``sampler/temperature_min``, ``sampler/temperature_max`` and
 ``sampler/saturated_frac`` (fraction of groups saturated by the controller's rule; ``all_equal``
-for controllers without one). It checkpoints ``state_dict()`` as ``sampler_t.pt``.
+for controllers without one). It checkpoints ``state_dict()`` as ``sampler_t.pt`` and restores it
+on resume through ``resume_state`` (a checkpoint without it warns that the controller starts afresh).
 
 Which step a temperature belongs to: ``temperature(t)`` / ``temperatures(t, ids)`` is what step t's
 batch is sampled at; ``update``/``observe`` for step t move step t + 1's. The temperatures
@@ -111,14 +112,20 @@ sampled at (verl's sync trainer mode submits and trains a batch within one step)
 
 from __future__ import annotations
 
+import logging
 import math
-from collections.abc import Mapping, Sequence
+import os
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any, Protocol, runtime_checkable
 
 from coolsampler.spec.metrics_schema import COLUMNS
 from coolsampler.spec.settings import KL_EARLY_NAT, SATURATION_RULES, SCOPES  # noqa: F401 (defined with the run settings)
 from coolsampler.spec.temperature import controller_spec
+
+# verl's habit: a module logger at VERL_LOGGING_LEVEL, printed by the handler verl's import installs
+logger = logging.getLogger(__name__)
+logger.setLevel(os.getenv("VERL_LOGGING_LEVEL", "INFO"))
 
 # where verl logs the KL: trainer-side (TIS/none), actor-side (bypass); the metrics schema's column names them
 KL_METRIC_KEYS = COLUMNS["kl"][2]
@@ -567,6 +574,18 @@ def saturated_fraction_of(groups: Mapping[str, Sequence[float]], rule: str, corr
     return sum(is_saturated(v, rule, correct_score) for v in groups.values()) / len(groups)
 
 
+def resume_state(controller: TemperatureController, path: str, load: Callable[[str], Any]) -> bool:
+    """On resume (patch 0003b): the controller's state from the checkpoint's ``sampler_t.pt`` (``load``:
+    ``torch.load``, so that this module stays torch-free). A checkpoint without the file was written by a
+    run without a controller: it then starts from its start, with a warning, never silently. Whether the
+    state was restored."""
+    if os.path.exists(path):
+        controller.load_state_dict(load(path))
+        return True
+    logger.warning("sampler temperature: no controller state %s in the checkpoint; the controller starts afresh", path)
+    return False
+
+
 def kl_from_metrics(metrics: Mapping[str, Any]) -> float | None:
     """The step's learner-sampler KL from verl's metrics dict, wherever this correction logs it.
 
@@ -595,6 +614,7 @@ __all__ = [
     "make_controller",
     "prompt_ids",
     "prompt_key",
+    "resume_state",
     "saturated_fraction",
     "saturated_fraction_of",
 ]

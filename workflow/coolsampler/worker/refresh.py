@@ -23,8 +23,10 @@ the step's signal from verl's metrics, logged, saved with the checkpoint and res
   ``guard/fired`` and ``guard/value`` (its reading; absent until its window holds a majority).
 * **Checkpointed**: ``refresh_gate.json`` (``RefreshGate.state_dict``) in the step's ``global_step_K``
   folder, beside verl's ``data.pt`` and the controller's ``sampler_t.pt``, written before the actor's
-  save. It is part of a complete checkpoint (``coolsampler.worker.checkpoint_files``): whether the
-  sampler was stale there, and so whether the checkpoint holds its snapshot, is read from it alone.
+  save. Whether the sampler was stale there, and so whether the checkpoint holds its snapshot, is read
+  from it alone (``coolsampler.worker.checkpoint_files.stale_at``). A checkpoint without it was written
+  by a trainer without the gate, on fresh weights: an inactive gate (``spec.guard.gate_active``) resumes
+  from it as verl would; an active one refuses it.
 
 Pure Python (no torch, verl or numpy): verl's trainer process imports it.
 """
@@ -37,7 +39,7 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from coolsampler.spec.guard import Decision, RefreshGate, make_gate, signal_value
+from coolsampler.spec.guard import Decision, RefreshGate, make_gate, signal_value, staleness
 from coolsampler.worker.trainer_keys import TrainerKeys
 
 GATE_FILE = "refresh_gate.json"
@@ -60,7 +62,7 @@ def step_metrics(gate: RefreshGate, decision: Decision, sampler_version: int) ->
     """What the step logs: ``sampler_version`` is the learner step whose weights drew this step's batch."""
     out: dict[str, float] = {
         "staleness/sampler_version": sampler_version,
-        "staleness/staleness": decision.step - 1 - sampler_version,
+        "staleness/staleness": staleness(decision.step, sampler_version),
         "staleness/refreshed": float(decision.refresh),
         "staleness/refreshes": gate.refreshes,
     }
@@ -92,10 +94,14 @@ def save(gate: RefreshGate, folder: str | os.PathLike) -> str:
 
 
 def restore(gate: RefreshGate, step: int, folder: str | os.PathLike) -> RefreshGate:
-    """The gate as it was at the checkpoint of ``step``, read from ``folder``'s ``refresh_gate.json``
-    (a checkpoint without it is not complete, and no resume starts from one)."""
+    """The gate as it was at the checkpoint of ``step``, read from ``folder``'s ``refresh_gate.json``.
+    Without the file (a checkpoint of upstream verl, or of a trainer without the gate) an inactive
+    gate resumes as verl would, on fresh weights; an active one cannot know its sampler and refuses."""
     path = os.path.join(folder, GATE_FILE)
     if not os.path.exists(path):
+        if not gate.active:
+            gate.fresh_at(step)
+            return gate
         raise FileNotFoundError(f"staleness gate: resuming at step {step} needs the refresh gate's state, {path}")
     with open(path) as f:
         gate.load_state_dict(json.load(f))

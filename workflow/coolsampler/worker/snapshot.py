@@ -6,8 +6,9 @@ Paper, Appendix C: "training samples come from a sampler that is up to N-1 steps
 fresh-weights validation overwrites them; the actor ranks therefore keep a copy, and write it with each
 checkpoint taken inside a refresh cycle.
 
-- Kept in the sampler's dtype (``rollout.dtype``: what vLLM holds), allocated at the first refresh and
-  overwritten in place at each later one.
+- Kept in the sampler's dtype (``rollout.dtype``: what vLLM holds; verl's and vLLM's spellings such as
+  ``bf16`` or ``fp16`` are understood, ``auto`` keeps what the push sends and warns, an unknown name
+  raises), allocated at the first refresh and overwritten in place at each later one.
 - Split between the actor ranks: each tensor is kept by one rank (the least loaded when it is first
   seen, the same choice on every rank), so the ranks hold one copy between them, not one each; pushed
   back with each tensor broadcast by the rank that keeps it.
@@ -28,6 +29,7 @@ import logging
 import os
 from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -38,6 +40,41 @@ logger = logging.getLogger(__name__)
 logger.setLevel(os.getenv("VERL_LOGGING_LEVEL", "INFO"))
 
 Params = Iterable[tuple[str, torch.Tensor]]
+
+
+# verl's and vLLM's names of a floating dtype (``rollout.dtype``) -> torch's; "auto" is vLLM's choice from
+# the model's config, which the snapshot does not see: it keeps each tensor as the push sends it
+DTYPE_NAMES = {
+    "bfloat16": "bfloat16",
+    "bf16": "bfloat16",
+    "float16": "float16",
+    "fp16": "float16",
+    "half": "float16",
+    "float32": "float32",
+    "fp32": "float32",
+    "float": "float32",
+    "auto": None,
+}
+
+
+def snapshot_dtype(name: Any) -> torch.dtype | None:
+    """The dtype the snapshot keeps floating tensors in for the rollout's ``dtype`` ``name`` (a torch
+    dtype passes as it is); None for ``auto`` (kept as pushed, with a warning: it may be twice the
+    sampler's size). An unknown name raises: it would otherwise keep fp32 without a word."""
+    if isinstance(name, torch.dtype):
+        return name
+    key = str(name).lower().removeprefix("torch.")
+    if key not in DTYPE_NAMES:
+        raise ValueError(
+            f"rollout.dtype={name!r}: unknown to the staleness gate's snapshot; allowed: {', '.join(DTYPE_NAMES)}"
+        )
+    if DTYPE_NAMES[key] is None:
+        logger.warning(
+            "staleness gate: rollout.dtype=auto, so the host snapshot keeps each tensor in the dtype the push sends, "
+            "which may be wider than the sampler's; set actor_rollout_ref.rollout.dtype to the sampler's dtype"
+        )
+        return None
+    return getattr(torch, DTYPE_NAMES[key])
 
 
 def process_group() -> tuple[int, int]:
@@ -52,8 +89,7 @@ class SamplerSnapshot:
     (floating tensors are kept in it; others as they are); ``device``: where a push sends tensors."""
 
     def __init__(self, dtype: str, device: str, *, rank: int | None = None, world: int | None = None) -> None:
-        found = getattr(torch, str(dtype), None)
-        self.dtype = found if isinstance(found, torch.dtype) else None
+        self.dtype = snapshot_dtype(dtype)
         self.device = device
         group = process_group()
         self.rank = group[0] if rank is None else rank
@@ -140,4 +176,4 @@ class SamplerSnapshot:
         logger.info("staleness gate: rank %d restored the stale sampler from %s", self.rank, path)
 
 
-__all__ = ["SamplerSnapshot", "process_group"]
+__all__ = ["DTYPE_NAMES", "SamplerSnapshot", "process_group", "snapshot_dtype"]

@@ -19,7 +19,7 @@ Before any training the report still says, for each claim, which runs would chec
 
 The staleness budget (Section 3.3: "degrades at about 120 steps of staleness uncooled and 180 cooled,
 so 144 should sit between") comes from *observed* onsets (Section 3.2: KL extrapolation does not
-forecast the cliff): ``staleness_at_onset`` is the onset step minus the last refresh before it, and
+forecast the cliff): ``staleness_at_onset`` is the staleness at the onset step (``spec.guard.staleness``), and
 ``staleness_budget`` tabulates it per model, task and sampler temperature.
 
 One concern per module:

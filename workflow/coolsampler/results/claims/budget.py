@@ -1,7 +1,7 @@
 """The staleness budget (Section 3.3), from observed onsets.
 
 Owns ``staleness_budget``: per model, task, lr, correction, Tb and Tl, the staleness at onset of the
-degrading runs (onset step minus the last refresh before it) and the refresh interval that implies.
+degrading runs (``spec.guard.staleness`` at the onset step) and the refresh interval that implies.
 Why apart: it is a table over a study's runs, not a claim; the report prints it beside the claims
 (Section 3.2: KL extrapolation does not forecast the cliff, so the budget comes from onsets seen).
 """
@@ -26,7 +26,7 @@ def staleness_budget(runs: Sequence[Run], data: Mapping[str, RunData]) -> pd.Dat
     """Per model, task, lr, correction, Tb and Tl: the staleness at onset of the degrading runs and
     the refresh interval that implies.
 
-    ``staleness_at_onset``: onset step minus the last refresh before it, per degrading run;
+    ``staleness_at_onset``: the staleness at the onset step (``spec.guard.staleness``), per degrading run;
     ``first_cycle_safe_N_below``: the smallest of those among onsets in the first cycle, sampled from
     the initial policy (the budget Section 3.3 predicts from: an interval N keeps the staleness below
     N, so N under this value was not seen to degrade); ``safe_N_below``: the same over every cycle

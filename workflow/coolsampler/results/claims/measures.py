@@ -19,6 +19,7 @@ import pandas as pd
 
 from coolsampler.results import analysis as A
 from coolsampler.results import diagnostics as D
+from coolsampler.spec.guard import staleness
 from coolsampler.spec.metrics_schema import RunStatus, absent_columns
 from coolsampler.spec.study import Run
 
@@ -233,7 +234,8 @@ def m_refreshes(d: RunData) -> int:
 
 
 def staleness_at(d: RunData, step: int | None) -> int | None:
-    """Steps since the last refresh at ``step``: the step minus the sampler's weights' step.
+    """The staleness of learner step ``step`` (``coolsampler.spec.guard.staleness``, the one definition:
+    what the trainer logs as ``staleness``), from the sampler's weights' step.
 
     Read from the log (``sampler_version``: the learner step whose weights the sampler held) where it
     has it, else from the gate's schedule (the last multiple of N before the step)."""
@@ -242,7 +244,7 @@ def staleness_at(d: RunData, step: int | None) -> int | None:
     sv = A.value_at(d.metrics, "sampler_version", step)
     if math.isnan(sv):
         sv = d.run.N * ((step - 1) // d.run.N)
-    return int(step - sv)
+    return staleness(step, int(sv))
 
 
 def m_staleness_at_onset(d: RunData) -> int | None:
