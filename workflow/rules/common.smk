@@ -17,6 +17,7 @@ from coolsampler.train.rehearsal import (
     two_rank_study,
 )
 from coolsampler.spec.study import Study
+from coolsampler.spec import drift
 from coolsampler.spec.world import study_screen, study_worlds
 from coolsampler.results.world_screen import chosen_world
 from coolsampler.spec.targets import TARGETS, PanelSpec, panel_filters
@@ -56,6 +57,8 @@ WORLDS = {w.ident: w for w in WORLDS_BY_NAME.values()}
 WORLD_RE = "|".join(re.escape(k) for k in WORLDS) or "(?!)"
 # Its world screen (`screen:`), or None (rules world_probe, world_screen).
 SCREEN = study_screen(STUDY.raw, STUDY.name)
+# Its drift probe (`drift_probe:`: which runs, at which checkpoint), or None; read by the drift_probe rule.
+DRIFT = drift.study_drift_probe(STUDY.raw, STUDY.runs, STUDY.name)
 
 
 # ---- the world screen (rules/world.smk): what trains waits for it ----------------------------
@@ -63,6 +66,15 @@ SCREEN = study_screen(STUDY.raw, STUDY.name)
 
 def screen_targets():
     return [f"{R}/world_screen.md", f"{R}/world_screen.png"] if SCREEN else []
+
+
+def drift_targets():
+    """The drift probes of the runs the study's drift probe reads (none without the block)."""
+    if not DRIFT:
+        return []
+    return [
+        LAYOUT.run_file(r.key, "drift_probe.json") for r in DRIFT.probed(STUDY.runs)
+    ]
 
 
 def screen_probes(wildcards=None):
@@ -120,6 +132,7 @@ def all_targets(wildcards):
         *claims_targets(),
         *leads_targets(),
         *screen_targets(),
+        *drift_targets(),
     ]
 
 

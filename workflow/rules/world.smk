@@ -81,3 +81,32 @@ checkpoint world_screen:
         study=STUDY.name,
     script:
         "../scripts/world_screen.py"
+
+
+# A study's drift probe (DRIFT, `drift_probe:`; coolsampler.spec.drift): for each run whose sampler is
+# still its initial model at the probed step, KL(q_Tb || pi) per answer token between that model at the
+# run's Tb and the learner of the run's checkpoint of that step, split into head words, tail words and
+# digits (R/runs/<key>/drift_probe.json). Read after the run: its recipe keeps that checkpoint.
+
+
+rule drift_probe:
+    input:
+        metrics=run_pattern("metrics.parquet"),
+        model=lambda wc: f"{LAYOUT.model_dir(run_of(wc).model)}/model.safetensors",
+    output:
+        run_pattern("drift_probe.json"),
+    log:
+        run_pattern("drift_probe.log"),
+    threads: 1
+    params:
+        knobs=lambda wc: WORLDS[run_of(wc).model].knobs(),
+        name=lambda wc: WORLDS[run_of(wc).model].name,
+        Tb=lambda wc: run_of(wc).Tb.initial,
+        step=DRIFT.step if DRIFT else 0,
+        prompts=DRIFT.prompts if DRIFT else 0,
+        actor=lambda wc, input: str(
+            drift.actor_dir(Path(input.metrics).parent, DRIFT.step)
+        ),
+        numerics=numerics.PINNED_ENV,
+    script:
+        "../scripts/drift_probe.py"
