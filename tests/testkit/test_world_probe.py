@@ -8,11 +8,10 @@ from dataclasses import replace
 
 import pytest
 
-from coolsampler.spec.world import TAIL_RANK, Shape, World
+from coolsampler.spec.world import TAIL_RANK, World
 from coolsampler.testkit import chain
 from coolsampler.testkit.world_probe import block_errors, probe
-
-WORLD = World("chain", chain_length=3, words_per_block=2, vocab_words=8, val_prompts=16, train_prompts=32)
+from tests.testkit.conftest import WORLD
 
 
 def test_blocks_are_judged_by_label_operand_and_running_sum_and_tail_words() -> None:
@@ -50,18 +49,6 @@ def test_a_tail_word_makes_the_next_word_flatter_only_with_tail_zipf() -> None:
     assert abs(t - h) < 0.03  # without the knob the previous word does not matter
     t, h = follow_rates(replace(base, tail_zipf=0.0))  # uniform after a tail word: 5 of 8 words are tail
     assert t == pytest.approx(5 / 8, abs=0.05) and h < 0.1
-
-
-@pytest.fixture(scope="module")
-def untrained(tmp_path_factory: pytest.TempPathFactory):
-    """A tiny world's randomly initialised Qwen2 and tokenizer, saved as rule world_model saves them."""
-    from coolsampler.testkit.toy import build_tokenizer
-
-    world = replace(WORLD, model=Shape(hidden_size=32, intermediate_size=32, layers=1, heads=1))
-    out = tmp_path_factory.mktemp("world")
-    build_tokenizer(out, world.vocab())
-    chain.build_model(world).save_pretrained(out, safe_serialization=True)
-    return world, out
 
 
 def test_at_the_learner_temperature_the_offset_is_zero_and_the_tail_ratio_one(untrained) -> None:
