@@ -33,7 +33,7 @@ STUDY = {
         "chain": {
             "chain_length": 3,
             "words_per_block": 1,
-            "vocab_words": 6,  # two words of rank >= 4: a tail for the error link
+            "vocab_words": 4,  # the fourth word is rank 4: a tail for the error link
             "model": {"hidden_size": 32, "intermediate_size": 64, "layers": 2, "heads": 1},
             "warm_start": {"greedy_acc": 0.2, "batch": 64, "check_prompts": 64, "max_steps": 1500},
             "train_prompts": 256,
@@ -130,7 +130,7 @@ def test_a_world_is_built_from_its_knobs_and_one_arm_trains_in_it(tmp_path) -> N
     assert (work / "results" / "tinyworld" / "fig1.png").stat().st_size > 1000
 
     # a changed knob is a new world and a new run, the old ones stay
-    STUDY2 = {**STUDY, "worlds": {"chain": {**STUDY["worlds"]["chain"], "vocab_words": 7}}}
+    STUDY2 = {**STUDY, "worlds": {"chain": {**STUDY["worlds"]["chain"], "vocab_words": 5}}}
     (work / "tinyworld.yaml").write_text(yaml.safe_dump(STUDY2))
     res = snakemake("--configfile=tinyworld.yaml", "--cores", "2", "-n", "results/tinyworld/fig1.pdf", cwd=work)
     assert res.returncode == 0, res.stderr[-3000:]
