@@ -19,6 +19,8 @@ S = `results`, shared by every study; D = `data_dir`, default S/data):
     R/screen/<world>-<key>.json, R/world_screen.md|tsv                 its world screen (`screen:`): each candidate
                                                                        probed before any RL step, and the first that
                                                                        meets the bounds (rules world_probe, world_screen)
+    R/drift_probe.md|tsv                                               its drift probes as one table (`drift_probe:`;
+                                                                       rule drift_table, from each run's drift_probe.json)
     M/hub/<org>/<name>/<revision>/ (+ prefetch.json)                   a study's pinned hub models (rule prefetch_model;
                                                                        M = `models_dir`, default S/models)
     R/runs/<model>/<task>/<settings>/                                  one training run; <model>/<task>/<settings>

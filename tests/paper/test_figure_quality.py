@@ -145,13 +145,33 @@ def test_fig2_x_label_names_the_step_it_reads(tmp_path: Path, monkeypatch: pytes
 
 def test_unknown_panels_are_refused(smoke: Any, tmp_path: Path) -> None:
     panels = panels_of(smoke, "fig1")
-    with pytest.raises(PanelError, match=r"fig1: unknown panel 'c'; allowed: a, b"):
-        render("fig1", {**panels, "c": []}, STUDY, COMMIT, [tmp_path / "x.png"])
+    with pytest.raises(PanelError, match=r"fig1: unknown panel 'd'; allowed: a, b, c"):
+        render("fig1", {**panels, "d": []}, STUDY, COMMIT, [tmp_path / "x.png"])
     raw = yaml.safe_load((REPO / "config/config.yaml").read_text())
     bad = copy.deepcopy(raw)
-    bad["figures"]["fig1"]["c"] = {"N": 32}
-    with pytest.raises(StudyError, match=r"figures\.fig1\.c: unknown panel; allowed: a, b"):
+    bad["figures"]["fig1"]["d"] = {"N": 32}
+    with pytest.raises(StudyError, match=r"figures\.fig1\.d: unknown panel; allowed: a, b, c"):
         study_from_dict(bad, origin="s.yaml")
+
+
+def test_the_growth_panel_draws_each_runs_kl_less_its_step_1_value(
+    smoke: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    panels = panels_of(smoke, "fig1")
+    two = {**panels, "c": panels["b"]}
+    fig = draw(monkeypatch, tmp_path, "fig1", two)
+    assert len(fig.axes) == 3  # a figure without a panel c keeps its two (the other tests)
+    growth = fig.axes[2]
+    title = growth.get_title(loc="left").replace("\n", " ")  # titles wrap to the panel width
+    assert title.startswith("(c)") and "KL growth" in title
+    assert growth.get_yscale() == "linear"  # a cooled run's growth may be below zero
+    lines = [ln for ln in growth.get_lines() if len(ln.get_xdata()) > 2]
+    assert len(lines) == len(panels["b"])
+    for (_, metrics, _), line in zip(panels["b"], lines, strict=True):
+        kl = metrics.set_index("step")["kl"]
+        x, y = np.asarray(line.get_xdata()), np.asarray(line.get_ydata())
+        assert x[0] == 1 and y[0] == 0.0
+        np.testing.assert_allclose(y, kl.loc[x].to_numpy() - kl.loc[1])
 
 
 # --------------------------------------------------------------------------------------------------

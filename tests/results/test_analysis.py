@@ -351,3 +351,25 @@ def test_the_smoke_study_s_uncorrected_run_collapses() -> None:
     at = collapse_step(degrades)
     assert at is not None and at > 30
     assert collapse_step(stable) is None
+
+
+# --------------------------------------------------------------------------------------------------
+# The KL's growth (the cliff study's H1b and its Figure 1c): the KL less its step-1 tempering offset
+
+
+def test_the_kl_growth_takes_the_step_1_offset_off_and_averages_the_window() -> None:
+    from coolsampler.results.analysis import kl_growth, kl_growth_curve
+
+    cooled = curve({1: 0.018, 8: 0.020, 16: 0.022, 24: 0.026, 40: 0.030, 48: 0.5})
+    np.testing.assert_allclose(kl_growth_curve(cooled).to_numpy(), [0.0, 0.002, 0.004, 0.008, 0.012, 0.482])
+    assert kl_growth(cooled, 16, 40) == pytest.approx((0.004 + 0.008 + 0.012) / 3)  # step 48 outside
+    # the offset is what H1's plain ratio cannot see past: an unmoved cooled run grows by 0
+    assert kl_growth(curve({1: 0.018, 16: 0.018, 40: 0.018}), 16, 40) == pytest.approx(0.0)
+
+
+def test_the_kl_growth_is_not_measured_without_its_step_1_or_its_window() -> None:
+    from coolsampler.results.analysis import kl_growth, kl_growth_curve
+
+    assert kl_growth_curve(curve({2: 0.1, 16: 0.2})).empty
+    assert math.isnan(kl_growth(curve({2: 0.1, 16: 0.2}), 16, 40))
+    assert math.isnan(kl_growth(curve({1: 0.1, 8: 0.2, 48: 0.3}), 16, 40))

@@ -68,13 +68,19 @@ def screen_targets():
     return [f"{R}/world_screen.md", f"{R}/world_screen.png"] if SCREEN else []
 
 
+def drift_probed():
+    """The runs the study's drift probe reads (none without the block)."""
+    return DRIFT.probed(STUDY.runs) if DRIFT else []
+
+
+def drift_probes(wildcards=None):
+    """Their drift probes, in the order of drift_probed (rule drift_table)."""
+    return [LAYOUT.run_file(r.key, "drift_probe.json") for r in drift_probed()]
+
+
 def drift_targets():
-    """The drift probes of the runs the study's drift probe reads (none without the block)."""
-    if not DRIFT:
-        return []
-    return [
-        LAYOUT.run_file(r.key, "drift_probe.json") for r in DRIFT.probed(STUDY.runs)
-    ]
+    """The study's drift table, which reads every drift probe (none without the block)."""
+    return [f"{R}/drift_probe.md"] if DRIFT else []
 
 
 def screen_probes(wildcards=None):

@@ -110,3 +110,21 @@ rule drift_probe:
         numerics=numerics.PINNED_ENV,
     script:
         "../scripts/drift_probe.py"
+
+
+# The study's drift probes as one table (coolsampler.results.drift_probe): per run, the KL and each token
+# class's share, KL and part, then the mean of each sampler temperature (R/drift_probe.md|tsv).
+
+
+rule drift_table:
+    input:
+        drift_probes,
+    output:
+        md=f"{R}/drift_probe.md",
+        tsv=f"{R}/drift_probe.tsv",
+    log:
+        f"{R}/logs/drift_table.log",
+    params:
+        runs=lambda wc: [{"key": r.key, "seed": r.seed} for r in drift_probed()],
+    script:
+        "../scripts/drift_table.py"

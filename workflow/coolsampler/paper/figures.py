@@ -71,8 +71,10 @@ from coolsampler.paper import style as S
 from coolsampler.paper.tables import Panels, RunEntry
 from coolsampler.results.analysis import (
     KL_EARLY_NAT,
+    _column,
     first_crossing,
     kl_above_text,
+    kl_growth_curve,
     kl_step_for,
     nat_text,
     validation,
@@ -272,6 +274,25 @@ def _kl_panel(ax: Axes, entries: Sequence[RunEntry], title: str, options: Option
     ax.set_title(title, fontsize=S.TITLE_PT, loc="left")
 
 
+def _growth_panel(ax: Axes, entries: Sequence[RunEntry], title: str) -> None:
+    """Each run's KL growth (``analysis.kl_growth_curve``): verl's k1 KL minus its own value at step 1, the
+    tempering offset, so that what is drawn is the drift staleness added. A linear axis: a cooled run's
+    growth can fall below zero."""
+    grown = []
+    for settings, metrics, status in entries:
+        if metrics is not None and not metrics.empty and "kl" in metrics.columns:
+            g = kl_growth_curve(_column(metrics, "kl"))
+            metrics = pd.DataFrame({"step": g.index.to_numpy(), "kl_growth": g.to_numpy()})
+        grown.append((settings, metrics, status))
+    plot_runs(ax, grown, "kl_growth", lw=0.8)
+    _refresh(ax, grown)
+    ax.axhline(0.0, color="black", lw=0.6, zorder=1)
+    ax.set_xlim(0, _max_steps(entries))
+    ax.set_xlabel("step")
+    ax.set_ylabel("KL growth: KL(t) - KL(step 1) (nats/token)", fontsize=S.TEXT_PT)
+    ax.set_title(title, fontsize=S.TITLE_PT, loc="left")
+
+
 def _save(
     fig: Any, outputs: Sequence[str | Path], provenance: Provenance, title: str, entries: Sequence[RunEntry] = ()
 ) -> None:
@@ -299,34 +320,41 @@ def fig1(
     titles: Mapping[str, str] | None = None,
     screen: pd.DataFrame | None = None,
 ) -> None:
-    """(a) validation accuracy of panel ``a``; (b) learner-sampler KL of panel ``b`` (seed-1 runs).
+    """(a) validation accuracy of panel ``a``; (b) learner-sampler KL of panel ``b`` (seed-1 runs); where
+    the study names a panel ``c``, (c) the KL's growth of its runs (``_growth_panel``: the KL minus its
+    step-1 tempering offset, what the cliff study's stage M compares between temperatures).
     ``titles``: a panel's title where its runs share no model or task to name it by (own logs).
     ``screen``: a study's world screen (``results.world_screen.screen_table``), drawn as a table under
     the panels, so the figure shows the properties of the world it was drawn in beside its rivals'."""
+    names = ["a", "b", "c"] if "c" in panels else ["a", "b"]
     a, b = panels.get("a", []), panels.get("b", [])
-    both = _unique_entries(panels, ["a", "b"])
-    caption = [*_caption(selection, ["a", "b"]), kl_footnote(options)]
+    both = _unique_entries(panels, names)
+    caption = [*_caption(selection, names), kl_footnote(options)]
     rows = 0 if screen is None else len(screen)
+    width = 5.0 * len(names)
     if rows:
         table_in = 0.45 + 0.22 * rows
         fig, ax = P.new_figure(
-            10,
+            width,
             3.6 + table_in,
             L.availability_notes(both),
             nrows=2,
-            ncols=2,
+            ncols=len(names),
             caption=caption,
             gridspec_kw={"height_ratios": [3.6, table_in]},
         )
     else:
-        fig, ax = P.new_figure(10, 3.6, L.availability_notes(both), ncols=2, caption=caption)
+        fig, ax = P.new_figure(width, 3.6, L.availability_notes(both), ncols=len(names), caption=caption)
     titles = titles or {}
     _acc_panel(ax[0, 0], a, titles.get("a") or panel_title("a", a))
     _kl_panel(ax[0, 1], b, titles.get("b") or panel_title("b", b), options)
+    if "c" in panels:
+        c = panels["c"]
+        _growth_panel(ax[0, 2], c, titles.get("c") or panel_title("c", c, "KL growth"))
     if rows:
         grid = ax[1, 0].get_subplotspec().get_gridspec()
-        ax[1, 0].remove()
-        ax[1, 1].remove()
+        for extra in ax[1, :]:
+            extra.remove()
         _screen_panel(fig.add_subplot(grid[1, :]), screen)
     _save(fig, outputs, provenance, "Figure 1: finite safe staleness; cooling extends it", both)
 

@@ -182,6 +182,24 @@ def collapse_step(val: pd.Series) -> int | None:
     return int(steps[np.argmax(hit)]) if hit.any() else None
 
 
+def kl_growth_curve(kl: pd.Series, base: int = 1) -> pd.Series:
+    """The learner-sampler KL minus its own value at step ``base`` (empty where that step is not logged).
+
+    At step 1 no weight has moved, so the KL there is the tempering offset alone (a cooled sampler starts
+    above zero); what remains is the drift that staleness added on top of it.
+    """
+    s = clean_series(kl)
+    return s - float(s.loc[base]) if base in s.index else pd.Series(dtype="float64")
+
+
+def kl_growth(kl: pd.Series, since: int, until: int, base: int = 1) -> float:
+    """The KL's growth (``kl_growth_curve``) averaged over steps ``since``-``until`` (NaN where nothing is
+    logged there): the number the cliff study's H1b compares between sampler temperatures."""
+    g = kl_growth_curve(kl, base)
+    window = g[(g.index >= since) & (g.index <= until)]
+    return float(window.mean()) if len(window) else math.nan
+
+
 def first_crossing(series: pd.Series, threshold: float) -> int | None:
     """First step whose value is strictly above ``threshold`` (e.g. KL > 1 nat), else None.
 
@@ -432,6 +450,8 @@ __all__ = [
     "cycle_readings",
     "degradation_events",
     "first_crossing",
+    "kl_growth",
+    "kl_growth_curve",
     "kl_at_step",
     "kl_step_for",
     "kl_to_init_at",

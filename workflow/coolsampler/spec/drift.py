@@ -18,6 +18,11 @@ from typing import Any
 
 from coolsampler.spec.study import Run, StudyError
 
+# The classes of answer token the probe splits KL(q || pi) by (coolsampler.testkit.drift_probe): a free word
+# of rank < TAIL_RANK (head) or >= it (tail), a digit, anything else. The probe writes and the drift table
+# (coolsampler.results.drift_probe) reads them, so they live here, importable without torch.
+CLASSES = ("head", "tail", "digit", "other")
+
 
 @dataclass(frozen=True)
 class DriftProbe:
@@ -72,4 +77,4 @@ def study_drift_probe(raw: Mapping[str, Any], runs: Sequence[Run], origin: str) 
     return probe
 
 
-__all__ = ["DriftProbe", "actor_dir", "saved_steps", "study_drift_probe"]
+__all__ = ["CLASSES", "DriftProbe", "actor_dir", "saved_steps", "study_drift_probe"]

@@ -72,14 +72,17 @@ TARGETS: dict[str, Target] = {
     t.name: t
     for t in (
         Target(
-            "fig1", "coolsampler.paper.figures:fig1", "figure", ("a", "b"), _KL,
+            "fig1", "coolsampler.paper.figures:fig1", "figure", ("a", "b", "c"), _KL,
             title="Figure 1: finite safe staleness; cooling extends it",
-            draws=f"(a) {_ACC}; (b) {_KL_AXIS}.",
+            draws=f"(a) {_ACC}; (b) {_KL_AXIS}; (c), where a study names it, the KL's growth (its value at step 1,"
+            " the tempering offset, taken off).",
             reads=("val_acc", "kl"),
             panel_help={
                 "a": "the runs to compare at one refresh interval (paper: 1.5B GSM8K N=192 TIS, Tb 1.0/0.8/0.9, "
                 "seeds, the tied learner)",
                 "b": "one seed of each temperature (paper: the seed-1 runs)",
+                "c": "optional: the runs whose KL growth to compare (the cliff study: every seed of both"
+                " temperatures; the paper draws no such panel)",
             },
         ),
         Target(

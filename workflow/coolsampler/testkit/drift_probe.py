@@ -23,11 +23,11 @@ import re
 from pathlib import Path
 from typing import Any
 
+from coolsampler.spec.drift import CLASSES
 from coolsampler.spec.world import TAIL_RANK, World
 from coolsampler.testkit import chain
 from coolsampler.testkit.world_probe import _logits, _sample
 
-CLASSES = ("head", "tail", "digit", "other")
 _SHARD = re.compile(r"model_world_size_(\d+)_rank_(\d+)\.pt")
 
 

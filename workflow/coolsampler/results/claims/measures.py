@@ -124,13 +124,9 @@ def m_collapse(d: RunData) -> int | None:
 
 
 def m_kl_growth(d: RunData, since: int, until: int, base: int = 1) -> float:
-    """The learner-sampler KL's growth: its mean over steps ``since``-``until`` minus the run's own KL at
-    step ``base``. At step 1 no weight has moved, so the KL there is the tempering offset alone (a cooled
-    sampler starts above zero); the growth is the drift that staleness added on top of it."""
-    kl = _col(d, "kl")
-    window = _window(kl, since, until)
-    start = float(kl.loc[base]) if base in kl.index else math.nan
-    return float(window.mean()) - start if len(window) else math.nan
+    """The learner-sampler KL's growth (``analysis.kl_growth``): its mean over ``since``-``until`` minus
+    the run's own KL at step ``base``, the tempering offset."""
+    return A.kl_growth(_col(d, "kl"), since, until, base)
 
 
 def m_severe(d: RunData, until: int | None = None) -> int | None:
