@@ -397,6 +397,7 @@ PARSE_CODE = _code("parse.py")
 RUN_CURVES_CODE = _code("run_curves.py")
 RUN_DIAGNOSTICS_CODE = _code("run_diagnostics.py")
 LEADS_CODE = _code("diagnostic_leads.py")
+DRIFT_TABLE_CODE = _code("drift_table.py")
 CLAIMS_CODE = _code("claims.py") + [
     f"{workflow.basedir}/workflow/coolsampler/spec/schemas/claims.schema.yaml"
 ]

@@ -118,7 +118,8 @@ rule drift_probe:
 
 rule drift_table:
     input:
-        drift_probes,
+        probes=drift_probes,
+        code=DRIFT_TABLE_CODE,
     output:
         md=f"{R}/drift_probe.md",
         tsv=f"{R}/drift_probe.tsv",

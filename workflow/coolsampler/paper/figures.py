@@ -355,8 +355,12 @@ def fig1(
         grid = ax[1, 0].get_subplotspec().get_gridspec()
         for extra in ax[1, :]:
             extra.remove()
-        _screen_panel(fig.add_subplot(grid[1, :]), screen)
+        letter = PANEL_LETTERS[len(names)]  # the panel after the runs' last: (c), or (d) beside a growth panel
+        _screen_panel(fig.add_subplot(grid[1, :]), screen, title=f"({letter}) {SCREEN_TITLE}")
     _save(fig, outputs, provenance, "Figure 1: finite safe staleness; cooling extends it", both)
+
+
+SCREEN_TITLE = "the world screen, before any RL step (\u2713 meets the study's bound)"
 
 
 def screen_figure(screen: pd.DataFrame, provenance: Provenance, outputs: Sequence[str | Path]) -> None:
@@ -369,12 +373,12 @@ def screen_figure(screen: pd.DataFrame, provenance: Provenance, outputs: Sequenc
         else "no candidate meets every bound: the study stops after its screen, and the worlds are not retuned"
     )
     fig, ax = P.new_figure(9, 0.3 + 0.22 * (len(screen) + 1.8), caption=[verdict])
-    _screen_panel(ax[0, 0], screen, title="The world screen, before any RL step (\u2713 meets the study's bound)")
+    _screen_panel(ax[0, 0], screen, title=SCREEN_TITLE[0].upper() + SCREEN_TITLE[1:])
     P.save(fig, outputs, provenance=provenance, title="World screen")
 
 
-def _screen_panel(ax: Axes, screen: pd.DataFrame, title: str | None = None) -> None:
-    """(c) the world screen: each probed world's properties, a tick where a property meets the study's
+def _screen_panel(ax: Axes, screen: pd.DataFrame, title: str) -> None:
+    """The world screen: each probed world's properties, a tick where a property meets the study's
     bound, the chosen world in bold."""
     from coolsampler.results.world_screen import LABELS as PROPERTY_LABELS
     from coolsampler.results.world_screen import value_text
@@ -392,7 +396,7 @@ def _screen_panel(ax: Axes, screen: pd.DataFrame, title: str | None = None) -> N
         bold.append(bool(r["chosen"]))
     ax.axis("off")
     ax.set_title(
-        title or "(c) the world screen, before any RL step (\u2713 meets the study's bound)",
+        title,
         loc="left",
         fontsize=S.TITLE_PT,
     )

@@ -76,7 +76,7 @@ def drift_markdown(table: pd.DataFrame) -> str:
         cells += [
             f"{_cell(r[f'{c}_share'], 3)} · {_cell(r[f'{c}_kl'])} · {_cell(r[f'{c}_part'])}" for c in CLASSES
         ]
-        cells.append("n/a" if pd.isna(r["tail_fraction"]) else f"{r['tail_fraction']:.0%}")
+        cells.append("n/a" if pd.isna(r["tail_fraction"]) else f"{r['tail_fraction']:.1%}")
         return "| " + " | ".join(cells) + " |"
 
     for _, r in table.iterrows():
