@@ -155,3 +155,17 @@ def test_both_stages_of_round_4_train_in_one_world() -> None:
     m = study_worlds(load_study(REPO / "config" / "cliff.yaml").raw, "m")["r3a"]
     long = study_worlds(load_study(REPO / "config" / "cliff-long.yaml").raw, "l")["r3a"]
     assert m.knobs() == long.knobs() and m.ident == long.ident
+
+
+def test_a_count_keeps_the_values_it_counted_and_the_report_prints_them() -> None:
+    from coolsampler.paper.claims_report import ours_text
+
+    kl = {**KL, (0.8, 3): 0.15, (0.8, 4): 0.16}  # seeds 3, 4: 1.33 and 1.25
+    data = world(HOT, kl)
+    claim = next(c for c in CLAIMS.claims if c["id"] == "h1-kl-ratio")
+    r = C.evaluate_claim(CLAIMS, claim, data, RUNS)
+    assert r.value == 2 and r.counted == pytest.approx([2.5, 2.5, 0.2 / 0.15, 1.25])
+    assert ours_text(r) == "2 of 4: 2.500 / 2.500 / 1.333 / 1.250"
+    other = next(c for c in CLAIMS.claims if "count_at_least" not in c["quantity"])
+    plain = C.evaluate_claim(CLAIMS, other, data, RUNS)
+    assert plain.counted is None and " of " not in ours_text(plain)

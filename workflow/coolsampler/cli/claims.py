@@ -28,7 +28,7 @@ from typing import Any
 import yaml
 
 from coolsampler.cli.figures import study_files
-from coolsampler.paper.claims_report import counts, fmt, paper_text, summary_text, write_report
+from coolsampler.paper.claims_report import counts, ours_text, paper_text, summary_text, write_report
 from coolsampler.results.claims import ClaimError, Claims, RunData, evaluate, load_claims, relax, staleness_budget
 from coolsampler.spec.layout import key_of
 from coolsampler.spec.study import Run, Study, load_study, parse_key
@@ -164,7 +164,7 @@ def claims_text(
     )
     for r in shown:
         c = r.claim
-        ours = fmt(r.value) if r.verdict != "not run" else "–"
+        ours = ours_text(r) if r.verdict != "not run" else "–"
         lines.append(
             f"  {r.verdict:<10} {c['id']:<32} paper {paper_text(c)}  ours {ours}"
             + (f"  ({r.reason})" if r.reason else "")

@@ -50,6 +50,14 @@ def fmt(v: Any) -> str:
 REPORTED = "reported, not asserted"
 
 
+def ours_text(r: Result) -> str:
+    """A result's value as the report prints it; a count claim's with what it counted ("0 of 4: 0.967 /
+    0.997 / ...")."""
+    if r.counted is None:
+        return fmt(r.value)
+    return f"{fmt(r.value)} of {len(r.counted)}: {fmt(r.counted)}"
+
+
 def paper_text(c: Mapping[str, Any]) -> str:
     """A claim's paper value as the report prints it (a reported claim has none)."""
     return REPORTED if c.get("reported") else fmt_paper(c["paper"])
@@ -93,7 +101,7 @@ def results_frame(results: Sequence[Result]) -> pd.DataFrame:
                 "where": c["where"],
                 "verdict": r.verdict,
                 "paper": paper_text(c),
-                "ours": fmt(r.value) if r.verdict in ("reproduced", "differs", "incomplete", "reported") else "",
+                "ours": ours_text(r) if r.verdict in ("reproduced", "differs", "incomplete", "reported") else "",
                 "tolerance": tolerance_text(c),
                 "quantity": _quantity_text(c["quantity"]),
                 "runs": " ".join(r.runs),
@@ -184,7 +192,7 @@ def report_markdown(
     out.append("|---|---|---|---|---|---|---|---|")
     for r in results:
         c = r.claim
-        ours = fmt(r.value) if r.verdict != "not run" else "–"
+        ours = ours_text(r) if r.verdict != "not run" else "–"
         nruns = f"{len(r.runs)}" + (f" vs {len(r.versus)}" if r.versus else "")
         out.append(
             f"| [{c['id']}](#{c['id']}) | {c['where']} | {paper_text(c)} | {ours} | {tolerance_text(c)} |"
@@ -200,7 +208,7 @@ def report_markdown(
             out.append(f"- reading: {c['note']}")
         out.append(
             f"- verdict: **{r.verdict}**"
-            + (f", ours {fmt(r.value)}" if r.verdict != "not run" else "")
+            + (f", ours {ours_text(r)}" if r.verdict != "not run" else "")
             + (f" ({r.reason})" if r.reason else "")
         )
         out.append("- runs: " + (", ".join(f"`{k}`" for k in r.runs) or "none in this study"))
@@ -243,6 +251,7 @@ __all__ = [
     "counts",
     "fmt",
     "fmt_paper",
+    "ours_text",
     "fmt_tol",
     "paper_text",
     "report_markdown",

@@ -31,6 +31,9 @@ class Result:
     runs: list[str] = field(default_factory=list)
     versus: list[str] = field(default_factory=list)
     reason: str = ""
+    # a count claim ("in at least 3 of 4 seeds"): the values it counted, one per run or seed pair, so that
+    # a reader sees how far each is from the bound and not only how many meet it
+    counted: list[Any] | None = None
 
 
 def plan(claims: Claims, runs: Sequence[Run]) -> dict[str, list[str]]:
@@ -76,10 +79,14 @@ def evaluate_claim(claims: Claims, c: Mapping[str, Any], data: Mapping[str, RunD
     try:
         if q["reduce"] == "paired":
             versus = [(data[r.key], None) for r in theirs]
-            res.value = reduce_values(q, paired(), versus)
+            values = paired()
         else:
             versus = measured(theirs)
-            res.value = reduce_values(q, measured(mine), versus)
+            values = measured(mine)
+        res.value = reduce_values(q, values, versus)
+        if "count_at_least" in q:
+            each = reduce_values({k: v for k, v in q.items() if k != "count_at_least"}, values, versus)
+            res.counted = each if isinstance(each, list) else [each]
     except ClaimError as e:
         raise ClaimError(f"claim {c['id']}: {e}") from None
     if q.get("per") == "frontier":  # say which N the value compares with: it follows from the data
