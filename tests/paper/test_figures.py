@@ -39,7 +39,7 @@ def test_registry_panels_match_the_demo_figures_block() -> None:
     assert set(TARGETS) == {f"fig{i}" for i in range(1, 9)} | {f"table{i}" for i in range(1, 5)} | {"guard_frontier"}
     for target, spec in TARGETS.items():
         assert spec.kind in ("figure", "table")
-        assert sorted(DEMO_FIGURES[target]) == sorted(spec.panels), target
+        assert sorted(DEMO_FIGURES[target]) == sorted(spec.required), target
 
 
 @pytest.mark.parametrize("target", sorted(TARGETS))

@@ -119,7 +119,7 @@ def test_figures_block_names_every_target_and_panel(study: Study) -> None:
     assert set(study.figures) == paper
     for target in paper:
         spec = TARGETS[target]
-        assert sorted(panel_filters(study.figures[target])) == sorted(spec.panels), target
+        assert sorted(panel_filters(study.figures[target])) == sorted(spec.required), target
 
 
 def test_fig1(study: Study) -> None:

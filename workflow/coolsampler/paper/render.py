@@ -75,7 +75,8 @@ def render(
     if synthetic:
         prov = replace(prov, synthetic=True)
     opts = target_options(target, {OPTIONS_KEY: dict(options or {})})
-    full = {n: list(panels.get(n, [])) for n in t.panels}
+    # every panel the target draws, empty where no run is selected; an optional one only where it is named
+    full = {n: list(panels.get(n, [])) for n in t.panels if n in panels or n not in t.optional}
     if t.kind == "figure":
         extra = {"screen": screen} if screen is not None else {}
         return target_function(t)(full, prov, outputs, opts, selection=selection, **extra)  # type: ignore[call-arg]

@@ -53,6 +53,12 @@ class Target:
     # (coolsampler figures; metrics_schema.PROVIDED_BY)
     reads: tuple[str, ...] = ("val_acc",)
     paper: bool = True  # a figure or table of the paper (the paper study draws every one of those)
+    optional: tuple[str, ...] = ()  # panels a study may leave out (the target draws them only where named)
+
+    @property
+    def required(self) -> tuple[str, ...]:
+        """The panels every study that draws the target names (the paper's panels)."""
+        return tuple(p for p in self.panels if p not in self.optional)
 
     @property
     def suffixes(self) -> tuple[str, ...]:
@@ -84,6 +90,7 @@ TARGETS: dict[str, Target] = {
                 "c": "optional: the runs whose KL growth to compare (the cliff study: every seed of both"
                 " temperatures; the paper draws no such panel)",
             },
+            optional=("c",),
         ),
         Target(
             "fig2", "coolsampler.paper.figures:fig2", "figure", ("a",), _KL,
