@@ -165,7 +165,7 @@ def test_a_count_keeps_the_values_it_counted_and_the_report_prints_them() -> Non
     claim = next(c for c in CLAIMS.claims if c["id"] == "h1-kl-ratio")
     r = C.evaluate_claim(CLAIMS, claim, data, RUNS)
     assert r.value == 2 and r.counted == pytest.approx([2.5, 2.5, 0.2 / 0.15, 1.25])
-    assert ours_text(r) == "2 of 4: 2.500 / 2.500 / 1.333 / 1.250"
+    assert ours_text(r) == "2 of 4 ≥ 2: 2.500 / 2.500 / 1.333 / 1.250"
     other = next(c for c in CLAIMS.claims if "count_at_least" not in c["quantity"])
     plain = C.evaluate_claim(CLAIMS, other, data, RUNS)
     assert plain.counted is None and " of " not in ours_text(plain)

@@ -51,11 +51,13 @@ REPORTED = "reported, not asserted"
 
 
 def ours_text(r: Result) -> str:
-    """A result's value as the report prints it; a count claim's with what it counted ("0 of 4: 0.967 /
-    0.997 / ...")."""
+    """A result's value as the report prints it; a count claim's with the bound each value is counted
+    against and what it counted ("0 of 4 ≥ 2: 0.967 / 0.997 / ..."): the paper column holds the count's
+    bound only."""
     if r.counted is None:
         return fmt(r.value)
-    return f"{fmt(r.value)} of {len(r.counted)}: {fmt(r.counted)}"
+    at_least = f"{float(r.claim['quantity']['count_at_least']):g}"
+    return f"{fmt(r.value)} of {len(r.counted)} ≥ {at_least}: {fmt(r.counted)}"
 
 
 def paper_text(c: Mapping[str, Any]) -> str:
