@@ -40,7 +40,8 @@ S = `results`, shared by every study; D = `data_dir`, default S/data):
                             the logs of rules parse, run_curves and run_diagnostics
         drift_probe.json, drift_probe.log
                             a study's drift probe of the run (`drift_probe:`; rule drift_probe): KL(q || pi)
-                            by token class between its initial model and a kept checkpoint's learner
+                            between its initial model and a kept checkpoint's learner, less the tempering
+                            offset, by candidate class and bin of q
         key-changed-<k>.json, set-aside-<k>.json, superseded/<old k>/
                             a run whose training key changed to <k>, and its set-aside checkpoints
                             (coolsampler.train.rerun; rule supersede)

@@ -75,7 +75,7 @@ def drift_probed():
 
 def drift_probes(wildcards=None):
     """Their drift probes, in the order of drift_probed (rule drift_table)."""
-    return [LAYOUT.run_file(r.key, "drift_probe.json") for r in drift_probed()]
+    return [LAYOUT.run_file(r.key, drift.PROBE_FILE) for r in drift_probed()]
 
 
 def drift_targets():

@@ -85,8 +85,9 @@ checkpoint world_screen:
 
 # A study's drift probe (DRIFT, `drift_probe:`; coolsampler.spec.drift): for each run whose sampler is
 # still its initial model at the probed step, KL(q_Tb || pi) per answer token between that model at the
-# run's Tb and the learner of the run's checkpoint of that step, split into head words, tail words and
-# digits (R/runs/<key>/drift_probe.json). Read after the run: its recipe keeps that checkpoint.
+# run's Tb and the learner of the run's checkpoint of that step, less the tempering offset, each term
+# credited to its candidate token's class and bin of q (R/runs/<key>/drift_probe.json). Read after the
+# run: its recipe keeps that checkpoint.
 
 
 rule drift_probe:
@@ -112,8 +113,9 @@ rule drift_probe:
         "../scripts/drift_probe.py"
 
 
-# The study's drift probes as one table (coolsampler.results.drift_probe): per run, the KL and each token
-# class's share, KL and part, then the mean of each sampler temperature (R/drift_probe.md|tsv).
+# The study's drift probes as one table (coolsampler.results.drift_probe): per run, the KL, the offset
+# and the drift by candidate class and by bin of q, the capped weights by sampled class, then the mean of
+# each sampler temperature (R/drift_probe.md|tsv).
 
 
 rule drift_table:

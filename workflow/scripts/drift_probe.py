@@ -20,7 +20,7 @@ learner = load_learner(p.actor, model_dir)
 out = {"step": p.step, **probe(world, model_dir, learner, Tb=p.Tb, prompts=p.prompts)}
 Path(snakemake.output[0]).write_text(json.dumps(out, indent=1))  # noqa: F821
 print(
-    f"step {p.step}, Tb {p.Tb:g}: KL(q||pi) {out['kl']:.4f} nats/token; tail {out['tail_part']:.4f},"
-    f" head {out['head_part']:.4f}, digits {out['digit_part']:.4f}",
+    f"step {p.step}, Tb {p.Tb:g}: KL(q||pi) {out['learner']:.4f} nats/token, offset {out['offset']:.4f},"
+    f" drift {out['drift']:.4f}: q<0.05 {out['drift_low']:.4f}, q>0.5 {out['drift_high']:.4f}",
     file=log,
 )

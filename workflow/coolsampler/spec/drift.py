@@ -18,10 +18,21 @@ from typing import Any
 
 from coolsampler.spec.study import Run, StudyError
 
-# The classes of answer token the probe splits KL(q || pi) by (coolsampler.testkit.drift_probe): a free word
-# of rank < TAIL_RANK (head) or >= it (tail), a digit, anything else. The probe writes and the drift table
-# (coolsampler.results.drift_probe) reads them, so they live here, importable without torch.
-CLASSES = ("head", "tail", "digit", "other")
+# Where the probe (coolsampler.testkit.drift_probe) puts each term q(a) (log q(a) - log pi(a)) of the exact
+# KL(q || pi) at an answer position: by the class of the CANDIDATE token a (a free word of rank < TAIL_RANK,
+# one of rank >= TAIL_RANK, the digit a right step writes at this position, any other digit, anything
+# else), and apart from that by the bin of q(a). Classes and bins each partition the candidates, so the
+# parts of either add up to the total. The probe writes and the drift table and the claims read them, so
+# they live here, importable without torch.
+CLASSES = ("head", "tail", "right_digit", "wrong_digit", "other")
+# (name, lower bound, upper bound) of q(a): the sampler's tail (q < 0.05), its middle (0.05 <= q <= 0.5),
+# its mode (q > 0.5).
+BINS = (("low", 0.0, 0.05), ("mid", 0.05, 0.5), ("high", 0.5, 1.0))
+BIN_NAMES = tuple(name for name, _, _ in BINS)
+# The three probes of a run: pi = the checkpoint's learner, pi = the initial model (the tempering offset,
+# zero at Tb = 1), and their difference, the learner's drift.
+PROBES = ("learner", "offset", "drift")
+PROBE_FILE = "drift_probe.json"  # in the run directory (rule drift_probe)
 
 
 @dataclass(frozen=True)
@@ -77,4 +88,14 @@ def study_drift_probe(raw: Mapping[str, Any], runs: Sequence[Run], origin: str) 
     return probe
 
 
-__all__ = ["CLASSES", "DriftProbe", "actor_dir", "saved_steps", "study_drift_probe"]
+__all__ = [
+    "BINS",
+    "BIN_NAMES",
+    "CLASSES",
+    "PROBES",
+    "PROBE_FILE",
+    "DriftProbe",
+    "actor_dir",
+    "saved_steps",
+    "study_drift_probe",
+]
