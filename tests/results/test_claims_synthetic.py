@@ -168,10 +168,19 @@ def test_shapes_keep_the_metrics_schema() -> None:
         (CLIFF_CLAIMS, CLIFF_RUNS),
         # round 4's collapse and KL growth
         (C.load_claims(REPO / "config" / "cliff-claims.yaml"), load_study(REPO / "config" / "cliff.yaml").runs),
+        # round 5's end and drift probe
+        (
+            C.load_claims(REPO / "config" / "cliff-round5-claims.yaml"),
+            load_study(REPO / "config" / "cliff-round5.yaml").runs,
+        ),
     ]
     for fn in S.SHAPERS:
         claims, runs = next((cl, r) for cl, r in files if any(c["quantity"]["fn"] == fn for c in cl.claims))
         c = next(c for c in claims.claims if c["quantity"]["fn"] == fn)
+        if fn == "probe":  # read from the run's drift_probe.json: no metrics shape makes it
+            with pytest.raises(S.Unconstructible):
+                S.world(claims, c, runs)
+            continue
         for rd in S.world(claims, c, runs).values():
             assert list(rd.metrics.columns) == list(COLUMNS), fn
             assert {k: str(t) for k, t in rd.metrics.dtypes.items()} == {k: v[0] for k, v in COLUMNS.items()}, fn

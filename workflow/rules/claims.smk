@@ -26,6 +26,11 @@ rule claims:
                 CLAIMS_FILE, CLAIMS_CODE, wait=PLATFORM == "cpu" and not ANALYSIS_ONLY
             )
         ),
+        # a claim may read a run's drift probe (measures.m_probe): where the report waits for the
+        # runs, it waits for their probes too
+        probes=lambda wc: (
+            drift_probes(wc) if PLATFORM == "cpu" and not ANALYSIS_ONLY else []
+        ),
     output:
         md=f"{R}/claims.md",
         csv=f"{R}/claims.csv",

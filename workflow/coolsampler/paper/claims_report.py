@@ -23,7 +23,7 @@ import pandas as pd
 from coolsampler.paper.labels import DASH
 from coolsampler.paper.writers import to_markdown
 from coolsampler.results.claims.evaluation import VERDICTS, Result
-from coolsampler.results.claims.judge import scalar
+from coolsampler.results.claims.judge import count_bound, scalar
 from coolsampler.spec.targets import TARGETS
 
 
@@ -54,10 +54,11 @@ def ours_text(r: Result) -> str:
     """A result's value as the report prints it; a count claim's with the bound each value is counted
     against and what it counted ("0 of 4 ≥ 2: 0.967 / 0.997 / ..."): the paper column holds the count's
     bound only."""
-    if r.counted is None:
+    bound = count_bound(r.claim["quantity"])
+    if r.counted is None or bound is None:
         return fmt(r.value)
-    at_least = f"{float(r.claim['quantity']['count_at_least']):g}"
-    return f"{fmt(r.value)} of {len(r.counted)} ≥ {at_least}: {fmt(r.counted)}"
+    _, at, sign = bound
+    return f"{fmt(r.value)} of {len(r.counted)} {sign} {at:g}: {fmt(r.counted)}"
 
 
 def paper_text(c: Mapping[str, Any]) -> str:

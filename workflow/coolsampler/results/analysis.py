@@ -231,6 +231,14 @@ def last_five_mean(val: pd.Series) -> float:
     return float(v.iloc[-5:].mean()) if len(v) >= 5 else math.nan
 
 
+def end_mean(val: pd.Series, last: int = 3) -> float:
+    """Mean of a run's last ``last`` validation points: the cliff study's end of a run, short enough to
+    read the end of a 96-step run validated every 8 steps, long enough that one noisy validation does
+    not decide it. NaN when fewer points were logged (a shorter mean would compare unfairly)."""
+    v = clean_series(val)
+    return float(v.iloc[-last:].mean()) if last > 0 and len(v) >= last else math.nan
+
+
 def whole_run_mean(val: pd.Series) -> float:
     """Trapezoid integral of the validation curve divided by its step span (Table 1's whole-run metric).
 
@@ -456,6 +464,7 @@ __all__ = [
     "kl_step_for",
     "kl_to_init_at",
     "last_five_mean",
+    "end_mean",
     "lead",
     "status_note",
     "summarize_run",

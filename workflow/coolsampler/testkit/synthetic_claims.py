@@ -45,7 +45,7 @@ STEP_FNS = {
     "last_step", "staleness_at_onset", "collapse",
 }  # fmt: skip
 # measures on the accuracy scale [0, 1]
-ACC_FNS = {"final", "peak", "val_first", "val_at", "max_val", "val_curve", "last5", "whole"}
+ACC_FNS = {"final", "peak", "val_first", "val_at", "max_val", "val_curve", "last5", "whole", "end"}
 
 
 class Unconstructible(ValueError):
@@ -284,6 +284,15 @@ def s_last5(df: pd.DataFrame, run: Run, v: float) -> None:
     _set_val(df, run, lambda t: np.where(np.isin(t, last5), v, LEVEL))
 
 
+def s_end(df: pd.DataFrame, run: Run, v: float, last: int = 3) -> None:
+    ends = _val_steps(df, run)[-last:]
+    _set_val(df, run, lambda t: np.where(np.isin(t, ends), v, LEVEL))
+
+
+def s_probe(df: pd.DataFrame, run: Run, v: float, field: str) -> None:
+    raise Unconstructible(f"the drift probe's {field} is read from drift_probe.json, not shaped into the metrics")
+
+
 def s_whole(df: pd.DataFrame, run: Run, v: float) -> None:
     _set_val(df, run, lambda t: np.full(t.shape, v))
 
@@ -387,6 +396,8 @@ SHAPERS: dict[str, Callable[..., Any]] = {
     "diag_lead": s_diag_lead,
     "last5": s_last5,
     "whole": s_whole,
+    "end": s_end,
+    "probe": s_probe,
     "last_step": s_last_step,
     "refreshes": s_refreshes,
     "interval": s_interval,

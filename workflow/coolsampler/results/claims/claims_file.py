@@ -19,12 +19,21 @@ from typing import Any
 import yaml
 
 from coolsampler.results import diagnostics as D
-from coolsampler.results.claims.measures import PAIRED, QUANTITIES
+from coolsampler.results.claims.measures import NEEDS_ALSO, PAIRED, QUANTITIES
 from coolsampler.spec.study import Run, matches
 
 
 class ClaimError(ValueError):
     """A claims file that cannot be evaluated. The message is one line naming the claim and field."""
+
+
+# A count claim's bound ("in at least 2 of 3 seeds the gap is >= 0.15"): the quantity key that names it,
+# how a value is compared with it, and the sign the report prints. One of them per claim.
+COUNT_BOUNDS: dict[str, tuple[str, Any]] = {
+    "count_at_least": ("≥", lambda v, b: v >= b),
+    "count_above": (">", lambda v, b: v > b),
+    "count_at_most": ("≤", lambda v, b: v <= b),
+}
 
 
 @cache
@@ -68,7 +77,7 @@ def check_claims(doc: Any, origin: str = "claims") -> None:
         if cid in seen:
             raise ClaimError(f"{origin}: claim {cid}: id: duplicate")
         seen.add(cid)
-        for fld, sel in (("runs", c["runs"]), ("quantity.versus", q.get("versus"))):
+        for fld, sel in (("runs", c["runs"]), ("quantity.versus", q.get("versus")), ("quantity.also", q.get("also"))):
             for item in sel if isinstance(sel, list) else [sel]:
                 if isinstance(item, str) and item not in names:
                     raise ClaimError(
@@ -82,7 +91,7 @@ def check_claims(doc: Any, origin: str = "claims") -> None:
             )
         params = inspect.signature(table[q["fn"]]).parameters
         for a in q.get("args") or {}:
-            if a not in params or a in ("d", "ref"):
+            if a not in params or a in ("d", "ref", "also"):
                 raise ClaimError(f"{origin}: claim {cid}: quantity.args: {q['fn']} takes no argument {a!r}")
         if q["fn"] == "diag_lead":
             try:
@@ -93,6 +102,13 @@ def check_claims(doc: Any, origin: str = "claims") -> None:
         if needs_versus != ("versus" in q):
             what = "needs" if needs_versus else "takes no"
             raise ClaimError(f"{origin}: claim {cid}: quantity.versus: reduce {q['reduce']} {what} versus")
+        wants_also = q["reduce"] == "paired" and q["fn"] in NEEDS_ALSO
+        if wants_also != ("also" in q):
+            what = "needs" if wants_also else "takes no"
+            raise ClaimError(f"{origin}: claim {cid}: quantity.also: {q['fn']} {what} also (a third run of each seed)")
+        bounds = [k for k in COUNT_BOUNDS if k in q]
+        if len(bounds) > 1:
+            raise ClaimError(f"{origin}: claim {cid}: quantity: one count bound at most, not {' and '.join(bounds)}")
         if q["reduce"] == "brackets" and "value" not in q:
             raise ClaimError(f"{origin}: claim {cid}: quantity.value: reduce brackets needs value")
         if "per" in q and q["reduce"] not in ("difference", "ratio"):
@@ -165,6 +181,7 @@ def relax(claims: Claims) -> Claims:
 
 
 __all__ = [
+    "COUNT_BOUNDS",
     "PROBE_DROP",
     "ClaimError",
     "Claims",

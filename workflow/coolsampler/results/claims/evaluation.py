@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from coolsampler.results.claims.claims_file import ClaimError, Claims, select
-from coolsampler.results.claims.judge import agrees, frontier_N, reduce_values
+from coolsampler.results.claims.judge import agrees, count_bound, frontier_N, reduce_values
 from coolsampler.results.claims.measures import PAIRED, QUANTITIES, RunData, _order, unlogged
 from coolsampler.spec.metrics_schema import missing_text
 from coolsampler.spec.study import Run
@@ -41,8 +41,9 @@ def plan(claims: Claims, runs: Sequence[Run]) -> dict[str, list[str]]:
     out = {}
     for c in claims.claims:
         keys = [r.key for r in select(runs, claims.selector(c["runs"]))]
-        if "versus" in c["quantity"]:
-            keys += [r.key for r in select(runs, claims.selector(c["quantity"]["versus"]))]
+        for fld in ("versus", "also"):
+            if fld in c["quantity"]:
+                keys += [r.key for r in select(runs, claims.selector(c["quantity"][fld]))]
         out[c["id"]] = list(dict.fromkeys(keys))
     return out
 
@@ -52,15 +53,20 @@ def evaluate_claim(claims: Claims, c: Mapping[str, Any], data: Mapping[str, RunD
     q = c["quantity"]
     mine = select(runs, claims.selector(c["runs"]))
     theirs = select(runs, claims.selector(q["versus"])) if "versus" in q else []
-    res = Result(dict(c), "not run", runs=[r.key for r in mine], versus=[r.key for r in theirs])
-    if not mine or ("versus" in q and not theirs):
-        res.reason = "no run of the study matches" + (" the versus filter" if mine else "")
+    # a paired measure that reads a third run of each seed (the fresh control beside a stale pair)
+    third = select(runs, claims.selector(q["also"])) if "also" in q else []
+    res = Result(dict(c), "not run", runs=[r.key for r in mine], versus=[r.key for r in theirs + third])
+    if not mine or ("versus" in q and not theirs) or ("also" in q and not third):
+        res.reason = "no run of the study matches" + (
+            "" if not mine else (" the versus filter" if "versus" in q and not theirs else " the also filter")
+        )
         return res
-    absent = [r.key for r in mine + theirs if r.key not in data or data[r.key].metrics is None]
+    everyone = mine + theirs + third
+    absent = [r.key for r in everyone if r.key not in data or data[r.key].metrics is None]
     if absent:
-        res.reason = f"no logs yet for {len(absent)} of {len(mine) + len(theirs)} runs"
+        res.reason = f"no logs yet for {len(absent)} of {len(everyone)} runs"
         return res
-    lack = unlogged(q, [data[r.key] for r in mine + theirs])
+    lack = unlogged(q, [data[r.key] for r in everyone])
     if lack:
         res.reason = "not in these logs: " + "; ".join(missing_text(lack))
         return res
@@ -73,7 +79,14 @@ def evaluate_claim(claims: Claims, c: Mapping[str, Any], data: Mapping[str, RunD
 
     def paired() -> list[tuple[RunData, Any]]:
         by_seed = {data[r.key].run.seed: data[r.key] for r in theirs}
+        also = {data[r.key].run.seed: data[r.key] for r in third}
         rds = sorted((data[r.key] for r in mine), key=_order)
+        if third:
+            return [
+                (rd, fn(rd, by_seed[rd.run.seed], also[rd.run.seed], **args))
+                for rd in rds
+                if rd.run.seed in by_seed and rd.run.seed in also
+            ]
         return [(rd, fn(rd, by_seed[rd.run.seed], **args)) for rd in rds if rd.run.seed in by_seed]
 
     try:
@@ -84,8 +97,9 @@ def evaluate_claim(claims: Claims, c: Mapping[str, Any], data: Mapping[str, RunD
             versus = measured(theirs)
             values = measured(mine)
         res.value = reduce_values(q, values, versus)
-        if "count_at_least" in q:
-            each = reduce_values({k: v for k, v in q.items() if k != "count_at_least"}, values, versus)
+        bound = count_bound(q)
+        if bound is not None:
+            each = reduce_values({k: v for k, v in q.items() if k != bound[0]}, values, versus)
             res.counted = each if isinstance(each, list) else [each]
     except ClaimError as e:
         raise ClaimError(f"claim {c['id']}: {e}") from None
@@ -98,7 +112,7 @@ def evaluate_claim(claims: Claims, c: Mapping[str, Any], data: Mapping[str, RunD
         )
     stopped = [
         k
-        for k in res.runs + res.versus
+        for k in dict.fromkeys(res.runs + res.versus)
         if data[k].status is None or not data[k].status.complete  # type: ignore[union-attr]
     ]
     if stopped:

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from coolsampler.results.claims.claims_file import ClaimError
+from coolsampler.results.claims.claims_file import COUNT_BOUNDS, ClaimError
 from coolsampler.results.claims.measures import RunData, _events
 from coolsampler.results.guard import largest_safe_N
 
@@ -59,6 +59,14 @@ def _group_key(rd: RunData, per: Sequence[str]) -> tuple[Any, ...]:
     return tuple(str(s.get(k)) for k in per)
 
 
+def count_bound(quantity: Mapping[str, Any]) -> tuple[str, float, str] | None:
+    """A count claim's (key, bound, sign), or None for a claim that counts nothing."""
+    for key, (sign, _) in COUNT_BOUNDS.items():
+        if key in quantity:
+            return key, float(quantity[key]), sign
+    return None
+
+
 def reduce_values(
     quantity: Mapping[str, Any],
     runs: Sequence[tuple[RunData, Any]],
@@ -68,9 +76,12 @@ def reduce_values(
     ``count_at_least``, a list of values becomes how many of them are at or above it ("in at least 3 of
     4 seeds" is a count in [3, null])."""
     value = _reduce(quantity, runs, versus)
-    if "count_at_least" in quantity:
+    bound = count_bound(quantity)
+    if bound is not None:
+        key, at, _ = bound
+        meets = COUNT_BOUNDS[key][1]
         xs = value if isinstance(value, list) else [value]
-        return sum(1 for v in xs if not _missing(v) and float(v) >= float(quantity["count_at_least"]))
+        return sum(1 for v in xs if not _missing(v) and meets(float(v), at))
     return value
 
 
@@ -182,4 +193,4 @@ def agrees(value: Any, paper: Any, tolerance: Any) -> bool:
     return all(_close(v, paper, tolerance) for v in values)
 
 
-__all__ = ["agrees", "degrades", "frontier_N", "reduce_values", "scalar"]
+__all__ = ["COUNT_BOUNDS", "count_bound", "agrees", "degrades", "frontier_N", "reduce_values", "scalar"]

@@ -9,6 +9,7 @@ read a run's metrics; judging, the claims file, evaluation and the budget work o
 
 from __future__ import annotations
 
+import inspect
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -19,6 +20,7 @@ import pandas as pd
 
 from coolsampler.results import analysis as A
 from coolsampler.results import diagnostics as D
+from coolsampler.spec.drift import PROBE_FILE
 from coolsampler.spec.guard import staleness
 from coolsampler.spec.metrics_schema import RunStatus, absent_columns
 from coolsampler.spec.study import Run
@@ -26,11 +28,13 @@ from coolsampler.spec.study import Run
 
 @dataclass
 class RunData:
-    """One run as the claims see it: its settings, metrics table (None: no logs) and status."""
+    """One run as the claims see it: its settings, metrics table (None: no logs), status, and its drift
+    probe (``drift_probe.json`` beside the metrics, None where the study probes no such run)."""
 
     run: Run
     metrics: pd.DataFrame | None
     status: RunStatus | None
+    probe: Mapping[str, Any] | None = None
 
     @property
     def settings(self) -> dict[str, Any]:
@@ -43,10 +47,15 @@ def _order(rd: RunData) -> tuple[Any, ...]:
 
 
 def load_run_data(run: Run, metrics: str | Path | None, status: str | Path | None) -> RunData:
-    """A run's data from its metrics table and status.json (either may be absent: None)."""
+    """A run's data from its metrics table and status.json (either may be absent: None), and the drift
+    probe beside them where the study probed the run."""
+    import json
+
     from coolsampler.results.loaders import load_metrics, load_status
 
-    return RunData(run, load_metrics(metrics), load_status(status))
+    probe = Path(metrics).with_name(PROBE_FILE) if metrics is not None else None
+    found = json.loads(probe.read_text()) if probe is not None and probe.is_file() else None
+    return RunData(run, load_metrics(metrics), load_status(status), found)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -205,6 +214,19 @@ def m_last5(d: RunData) -> float:
     return A.last_five_mean(_val(d))
 
 
+def m_end(d: RunData, last: int = 3) -> float:
+    """The run's end: the mean of its last ``last`` greedy validations (``analysis.end_mean``)."""
+    return A.end_mean(_val(d), last)
+
+
+def m_probe(d: RunData, field: str) -> float:
+    """A number of the run's drift probe (``coolsampler.spec.drift``: e.g. ``drift_frac_low``, the part of
+    the learner's drift carried by candidate tokens the sampler gives q < 0.05); NaN where the run was not
+    probed or the probe has no such number."""
+    value = (d.probe or {}).get(field)
+    return math.nan if value is None else float(value)
+
+
 def m_whole(d: RunData) -> float:
     return A.whole_run_mean(_val(d))
 
@@ -296,6 +318,8 @@ QUANTITIES: dict[str, Callable[..., Any]] = {
     "diag_lead": m_diag_lead,
     "last5": m_last5,
     "whole": m_whole,
+    "end": m_end,
+    "probe": m_probe,
     "last_step": m_last_step,
     "refreshes": m_refreshes,
     "interval": m_interval,
@@ -363,13 +387,67 @@ def p_collapse_ratio(d: RunData, ref: RunData) -> float | None:
     return math.inf if mine is None else mine / theirs
 
 
+def p_end_gap(d: RunData, ref: RunData, last: int = 3) -> float | None:
+    """The run's end minus its pair's (``m_end``): the cliff study's staleness gap, a fresh sampler's end
+    over a stale one's of the same seed."""
+    mine, theirs = m_end(d, last), m_end(ref, last)
+    return None if math.isnan(mine) or math.isnan(theirs) else mine - theirs
+
+
+def p_gap_closed(d: RunData, ref: RunData, also: RunData, last: int = 3) -> float | None:
+    """How much of the staleness gap the run closes: (its end - the stale pair's end) over (the fresh
+    control's end - the stale pair's end), ``ref`` the stale run and ``also`` the fresh control of the same
+    seed. None where the gap is not positive (nothing to close) or an end is missing."""
+    mine, stale, fresh = m_end(d, last), m_end(ref, last), m_end(also, last)
+    if any(math.isnan(x) for x in (mine, stale, fresh)) or fresh - stale <= 0:
+        return None
+    return (mine - stale) / (fresh - stale)
+
+
+def p_kl_mean_ratio(d: RunData, ref: RunData, since: int, until: int) -> float | None:
+    """The run's mean learner-sampler KL over steps ``since``-``until`` over its pair's."""
+    mine = _window(_col(d, "kl"), since, until).mean()
+    theirs = _window(_col(ref, "kl"), since, until).mean()
+    if pd.isna(mine) or pd.isna(theirs) or theirs <= 0:
+        return None
+    return float(mine) / float(theirs)
+
+
+def p_closes_half_and_cools(
+    d: RunData,
+    ref: RunData,
+    also: RunData,
+    since: int,
+    until: int,
+    last: int = 3,
+    closed: float = 0.5,
+    kl_ratio: float = 0.5,
+) -> float | None:
+    """1 where the run both closes at least ``closed`` of the staleness gap (its end >= the stale pair's
+    end + ``closed`` x (the fresh control's end - the stale end)) and keeps its mean KL over
+    ``since``-``until`` at or below ``kl_ratio`` x the stale pair's; 0 where either fails; None where a
+    number is missing. The cliff study's B1, per seed: two conditions that must hold in the same seed."""
+    mine, stale, fresh = m_end(d, last), m_end(ref, last), m_end(also, last)
+    ratio = p_kl_mean_ratio(d, ref, since, until)
+    if any(math.isnan(x) for x in (mine, stale, fresh)) or ratio is None:
+        return None
+    return float(mine >= stale + closed * (fresh - stale) - A.EPS and ratio <= kl_ratio)
+
+
 PAIRED: dict[str, Callable[..., Any]] = {
     "onset_ratio": p_onset_ratio,
     "val_gap_before_onset": p_val_gap_before_onset,
     "val_gap": p_val_gap,
     "kl_growth_ratio": p_kl_growth_ratio,
     "collapse_ratio": p_collapse_ratio,
+    "end_gap": p_end_gap,
+    "gap_closed": p_gap_closed,
+    "kl_mean_ratio": p_kl_mean_ratio,
+    "closes_half_and_cools": p_closes_half_and_cools,
 }
+
+# The paired measures that read a third run of the seed (the claim's ``also`` filter: the fresh control).
+NEEDS_ALSO = frozenset(name for name, fn in PAIRED.items() if "also" in inspect.signature(fn).parameters)
 
 
 # The metrics columns each quantity reads (its ``col``/``diagnostic``/``reading`` argument adds its own):
@@ -389,6 +467,11 @@ QUANTITY_COLUMNS: dict[str, tuple[str, ...]] = {
     "val_gap": _VAL,
     "collapse": _VAL,
     "collapse_ratio": _VAL,
+    "end": _VAL,
+    "end_gap": _VAL,
+    "gap_closed": _VAL,
+    "kl_mean_ratio": ("kl",),
+    "closes_half_and_cools": ("val_acc", "kl"),
     "kl_growth": ("kl",),
     "kl_growth_ratio": ("kl",),
 }
@@ -415,6 +498,7 @@ def unlogged(q: Mapping[str, Any], rds: Sequence[RunData]) -> list[str]:
 
 
 __all__ = [
+    "NEEDS_ALSO",
     "PAIRED",
     "QUANTITIES",
     "QUANTITY_COLUMNS",
