@@ -28,6 +28,7 @@ from typing import Any
 import yaml
 
 from coolsampler.cli.figures import study_files
+from coolsampler.cli.outputs import Output, check_outputs
 from coolsampler.paper.claims_report import counts, ours_text, paper_text, summary_text, write_report
 from coolsampler.results.claims import ClaimError, Claims, RunData, evaluate, load_claims, relax, staleness_budget
 from coolsampler.spec.layout import key_of
@@ -201,6 +202,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    check_outputs((args.out, Output("--out", directory=True)))  # before the claims file or any run is read
     try:
         claims = load_claims(args.claims)
     except ClaimError as e:
