@@ -491,8 +491,8 @@ NUMERIC_CASES: list[tuple[str, str, str]] = [
 
 @pytest.mark.parametrize(("command", "flag", "value"), NUMERIC_CASES)
 def test_fuzz_numeric_flag(command: str, flag: str, value: str, capsys) -> None:
-    line = assert_flag_refused(cli(capsys, command, flag, value), command, flag)
-    assert repr(value) in line or value in line, line
+    line = assert_flag_refused(cli(capsys, command, f"{flag}={value}"), command, flag)  # '=': -inf is a value
+    assert repr(value) in line, line
 
 
 @pytest.mark.timeout(60)
@@ -547,7 +547,7 @@ def test_fuzz_logged_step_time(case: str, tmp_path: Path, capsys) -> None:
     r = cli(capsys, "plan", "--study", str(study), "--results", str(results))
     line = assert_one_line(r, "plan", bad / "train.jsonl", quiet=False)
     assert "timing_s/step" in line and ":2:" in line, line
-    assert "measured (1 run)" in r.out and "1.5" in r.out, r.out
+    assert "measured (1 run)" in r.out, r.out
 
 
 @pytest.mark.parametrize("cell", ["abc", "-5", "nan", ""])
