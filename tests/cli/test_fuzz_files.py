@@ -66,12 +66,12 @@ def cli(capsys: pytest.CaptureFixture[str], *argv: str) -> Result:
     return Result(rc, out, err + tb, seconds)
 
 
-def assert_one_line(r: Result, command: str, file: str | Path | None = None, *, quiet: bool = True) -> str:
-    """Exit 2, no traceback, and the refusal in one line of stderr: ``coolsampler COMMAND: `` naming
+def assert_one_line(r: Result, command: str, file: str | Path | None = None, *, quiet: bool = True, rc: int = 2) -> str:
+    """Exit ``rc`` (2), no traceback, and the refusal in one line of stderr: ``coolsampler COMMAND: `` naming
     ``file``; ``quiet``: nothing else on stderr or stdout (the refusal came before any work)."""
     text = r.out + r.err
     assert "Traceback" not in text, text
-    assert r.rc == 2, (r.rc, text)
+    assert r.rc == rc, (r.rc, text)
     lines = [x for x in r.err.splitlines() if x.startswith(f"coolsampler {command}: ")]
     assert len(lines) == 1, r.err
     if file is not None:
@@ -563,3 +563,21 @@ def test_fuzz_benchmark_wall_time(cell: str, tmp_path: Path, capsys) -> None:
         return
     line = assert_one_line(r, "plan", bad / "train.benchmark.tsv", quiet=False)
     assert ":2:" in line and "measured (2 runs)" in r.out, (line, r.out)
+
+
+@pytest.mark.parametrize("case", ["cycle-runs", "dup-runs", "bomb-laughs", "empty"])
+def test_fuzz_claims_study_file(case: str, tmp_path: Path, capsys) -> None:
+    """``claims --study FILE``: the study file refused by the same reader, in the same one line."""
+    study = write(tmp_path / f"{case}.yaml", STUDY_CASES[case][0])
+    r = cli(capsys, "claims", str(tmp_path / "no-such-run"), "--study", str(study))
+    assert STUDY_CASES[case][1] in assert_one_line(r, "claims", study) and r.seconds < 1
+
+
+def test_fuzz_claims_reads_the_good_runs_beside_a_bad_one(tmp_path: Path, capsys) -> None:
+    """Several runs, one missing: it is named in its own line and the good one is still judged."""
+    key = "qwen2.5-math-1.5b/gsm8k/N64_lr2e-6_none_Tb1_Tl1_s1"
+    good = bare_log(tmp_path / "runs" / key / "train.jsonl", 40).parent
+    r = cli(capsys, "claims", str(good), str(tmp_path / "missing-run"))
+    assert "1 run(s) read" in r.out, r.out + r.err
+    line = assert_one_line(r, "claims", tmp_path / "missing-run", quiet=False, rc=1)  # claims: 1, a path unread
+    assert line.count("missing-run") == 1, line
