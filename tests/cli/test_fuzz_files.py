@@ -581,3 +581,15 @@ def test_fuzz_claims_reads_the_good_runs_beside_a_bad_one(tmp_path: Path, capsys
     assert "1 run(s) read" in r.out, r.out + r.err
     line = assert_one_line(r, "claims", tmp_path / "missing-run", quiet=False, rc=1)  # claims: 1, a path unread
     assert line.count("missing-run") == 1, line
+
+
+def test_every_shipped_yaml_file_reads_as_before() -> None:
+    """The safe reader changes no shipped file's meaning (anchors, ``<<`` merges, numbers, dates): each
+    reads to what ``yaml.safe_load`` made of it."""
+    from coolsampler.spec.shipped import CONFIG, HARDWARE, PROFILES
+    from coolsampler.spec.yaml_file import load_yaml
+
+    files = [*CONFIG.glob("*.yaml"), *HARDWARE.glob("*.yaml"), *PROFILES.glob("*/*.yaml"), *CONFIG.glob("*/*/*.yaml")]
+    assert len(files) > 20
+    for path in files:
+        assert load_yaml(path) == yaml.safe_load(path.read_text()), path
