@@ -27,6 +27,7 @@ import pytest
 import yaml
 
 from coolsampler.cli import main
+from coolsampler.spec.inputs import one_line
 from tests.cli.test_cli_edges import bare_log
 from tests.cli.test_status_plan import write_log
 
@@ -283,6 +284,22 @@ def test_fuzz_study_file(case: str, tmp_path: Path, capsys) -> None:
     if bounded:
         assert r.seconds < 1, r.seconds
     assert not Path("/tmp/pwned").exists()
+
+
+@pytest.mark.parametrize("name", ["odd\nname.yaml", "tab\there.yaml", "esc\x1b[31m.yaml", "spaces and ünïcode.yaml"])
+def test_fuzz_study_with_an_odd_file_name(name: str, tmp_path: Path, capsys) -> None:
+    """A file name with a newline, a tab or a terminal escape is written escaped: still one line."""
+    study = write(tmp_path / name, MINI + "runs: []\n")
+    r = cli(capsys, "runs", "--study", str(study))
+    line = assert_one_line(r, "runs", None)
+    assert "duplicate key 'runs'" in line and one_line(name) in line and "\n" not in line, line
+
+
+def test_fuzz_study_duplicate_long_key_is_cut(tmp_path: Path, capsys) -> None:
+    key = "k" * 1000  # YAML's longest plain key: 1024 characters
+    study = write(tmp_path / "long.yaml", f"{MINI}{key}: 1\n{key}: 2\n")
+    line = assert_one_line(cli(capsys, "runs", "--study", str(study)), "runs", study)
+    assert len(line) < 400 and "kkk..." in line, len(line)
 
 
 def test_fuzz_study_that_is_a_directory(tmp_path: Path, capsys) -> None:

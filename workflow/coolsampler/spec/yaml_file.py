@@ -46,7 +46,8 @@ def _line(node_or_mark: Any) -> int | None:
 
 
 def _key_text(node: Node) -> str:
-    return str(node.value) if isinstance(node, ScalarNode) else f"a {node.id} key"
+    text = str(node.value) if isinstance(node, ScalarNode) else f"a {node.id} key"
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 class _Loader(_Base):  # type: ignore[misc,valid-type]
