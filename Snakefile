@@ -67,18 +67,25 @@ comes from our wheel build, and `--sdm apptainer` would need the image before th
 
 from pathlib import Path
 
-import yaml
-
 from coolsampler.spec import numerics
+from coolsampler.spec.inputs import InputError
 from coolsampler.spec.study import KEY_WILDCARD_RE, StudyError, study_from_dict
+from coolsampler.spec.yaml_file import load_yaml
 from coolsampler.train.overrides import check_extra_overrides
 from coolsampler.train.paths import SMOKE_STUDY
 
 # The study: --configfile names one; with none, the smoke study. Validated before any job exists.
 # (--config key=value alone keeps the smoke study and overrides its keys)
-if "name" not in config and "runs" not in config:
-    for k, v in yaml.safe_load(Path(SMOKE_STUDY).read_text()).items():
-        config.setdefault(k, v)
+# Snakemake has read each --configfile already, keeping the last of a duplicated key (a second runs:
+# block drops the first); each is read again through the one safe reader, which refuses that.
+try:
+    for _configfile in workflow.configfiles:
+        load_yaml(_configfile, mapping=True, what="study file")
+    if "name" not in config and "runs" not in config:
+        for k, v in load_yaml(SMOKE_STUDY, mapping=True, what="study file").items():
+            config.setdefault(k, v)
+except InputError as err:
+    raise WorkflowError(f"invalid study config: {err}") from None
 # analysis_only=true, a switch of this invocation and not of the study: draw from the runs that exist,
 # never train (workflow/rules/common.smk; `coolsampler figures RESULTS_DIR` sets it)
 ANALYSIS_ONLY = str(config.pop("analysis_only", False)).lower() in ("true", "1", "yes")

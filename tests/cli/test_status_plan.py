@@ -361,7 +361,9 @@ def test_memory_on_your_own_gpus_from_the_command_line_or_an_override_file(capsy
     study = load_study(PAPER, overlays=[EIGHTY])
     assert study.raw["models"]["qwen2.5-math-1.5b"]["gpu_memory_gib"] == 79.6  # the card: the override's
     assert study.raw["models"]["qwen2.5-math-1.5b"]["micro_batch"] == 4  # the rest: the paper study's
-    assert main(["memory", "--gpu-memory-gib", "0"]) == 2
+    with pytest.raises(SystemExit) as e:  # refused as the flag is read, before any study is
+        main(["memory", "--gpu-memory-gib", "0"])
+    assert e.value.code == 2
 
 
 def test_commands_find_the_checkouts_study_files_from_any_directory(tmp_path: Path, monkeypatch, capsys) -> None:
@@ -471,8 +473,10 @@ def test_memory_and_plan_check_your_own_hosts_memory(tmp_path: Path, capsys) -> 
     assert "memory DOES NOT FIT 1 x 79.6 GiB GPUs" in out.splitlines()[0] and "host 52.1 of 36.0 GiB" in out
     assert main([*plan, "--host-memory-gib", "125"]) == 0
     assert "host 52.1 of 112.5 GiB" in capsys.readouterr().out
-    assert main(["memory", *onegpu, "--host-memory-gib", "0"]) == 2
-    assert "--host-memory-gib 0.0: a host's memory in GiB, > 0" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as e:  # refused as the flag is read, before any study is
+        main(["memory", *onegpu, "--host-memory-gib", "0"])
+    assert e.value.code == 2
+    assert "argument --host-memory-gib: '0': give a finite number > 0" in capsys.readouterr().err
 
 
 def test_the_studys_time_limit_reaches_the_job_and_plan_warns_past_it(tmp_path: Path, capsys) -> None:

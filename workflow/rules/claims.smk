@@ -11,11 +11,12 @@
 # to its mechanism settings (correction, Tb, Tl, replicate), and the report says so.
 from coolsampler.paper.claims_rule import ReportPlan
 from coolsampler.results.claims import ClaimError
+from coolsampler.spec.inputs import InputError
 
 CLAIMS_FILE = config.get("claims", "config/claims.yaml")
 try:
     CLAIMS_PLAN = ReportPlan.of(CLAIMS_FILE, STUDY.name, STUDY.runs, R)
-except ClaimError as err:
+except (ClaimError, InputError) as err:
     raise WorkflowError(f"invalid claims file: {err}") from None
 
 

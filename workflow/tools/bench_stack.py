@@ -36,13 +36,13 @@ import time
 from pathlib import Path
 
 import psutil
-import yaml
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "workflow"))
 
 from coolsampler.spec.numerics import PINNED_ENV, pin  # noqa: E402
 from coolsampler.spec.study import parse_key  # noqa: E402
+from coolsampler.spec.yaml_file import load_yaml  # noqa: E402
 from coolsampler.testkit import toy  # noqa: E402
 from coolsampler.train import launch  # noqa: E402
 from coolsampler.train.overrides import RunPaths, verl_overrides  # noqa: E402
@@ -262,7 +262,7 @@ def main() -> None:
 
     out: Path = args.out
     out.mkdir(parents=True, exist_ok=True)
-    study = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
+    study = load_yaml(REPO / "config" / "config.yaml", mapping=True, what="study file")
     recipe = study["recipe"]
     model, train, val = make_world(args.world or out / "world")
     key = f"toy-qwen2/arith/N{args.N}_lr1e-4_tis_Tb1_Tl1_s1_st{args.steps}"

@@ -7,10 +7,16 @@ its name, its module and its one-line help, which ``coolsampler --help`` lists w
 subcommand. Only the module of the command that runs is imported, so a module that cannot be imported
 (an optional dependency missing) breaks that command alone, never ``--help`` or ``--version``.
 
-A ``--study``/``--overlay``/``--claims`` file is found where the command runs, else by name among the
-shipped files (``coolsampler.spec.shipped``: ``--study paper`` or ``--study config/paper.yaml``,
-``--overlay one-gpu`` or ``--overlay config/hardware/one-gpu.yaml``), so
-every command works from any directory, from a checkout or a plain ``pip install``. Light: only
+A ``--study``/``--overlay``/``--claims`` value that is a bare name (``--study paper``, ``--overlay one-gpu``)
+is the shipped file of that name first (``coolsampler.spec.shipped``), so a ``paper/`` folder where the
+command runs does not shadow it; one with a slash or ending in ``.yaml`` is a path, the file where the
+command runs, else the shipped file at that path (``--study config/paper.yaml``). So every command works
+from any directory, from a checkout or a plain ``pip install``.
+
+Every input file is read through one contract (``coolsampler.spec.inputs``): a file that is not what its
+reader expects raises ``InputError``, which ``main`` prints as one line, ``coolsampler <cmd>: <file>[:<line>]:
+<problem>``, exit status 2; a command that reads several inputs reports the bad one in its own line and goes
+on with the rest. Output flags are checked before anything is read (``coolsampler.cli.outputs``). Light: only
 ``verl-check`` and ``acceptance`` import verl (when they run), so the rest work on a laptop with the core
 install; without the training stack those two say in one line what to install.
 """
@@ -19,12 +25,14 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import math
 import os
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from coolsampler.spec.inputs import EXIT_INPUT, InputError
 from coolsampler.spec.layout import SMOKE_STUDY
 
 
@@ -117,6 +125,37 @@ class _Registrar:
         return self._sub.add_parser(name, **kw)
 
 
+# What --study, --overlay and --claims say of how their value is found (the one rule: spec.shipped.find_config).
+NAME_RULE = (
+    "a bare name ({example}) is the shipped file of that name, before anything so named here; a value with a"
+    " slash or ending in .yaml is a path"
+)
+NAME_EXAMPLE = {"study": "paper", "overlay": "one-gpu", "claims": "claims"}
+
+
+def positive_int(value: str) -> int:
+    """An argparse type: a whole number > 0 (``--parallel``: a count of runs at once)."""
+    try:
+        n = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a whole number; give one > 0") from None
+    if n <= 0:
+        raise argparse.ArgumentTypeError(f"{value!r}: give a whole number > 0")
+    return n
+
+
+def positive_float(value: str) -> float:
+    """An argparse type: a finite number > 0 (a memory size, an interval): NaN, inf, zero and negatives
+    are refused here, in one line, instead of deep in the arithmetic they would poison."""
+    try:
+        x = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a number; give one > 0") from None
+    if not math.isfinite(x) or x <= 0:
+        raise argparse.ArgumentTypeError(f"{value!r}: give a finite number > 0")
+    return x
+
+
 def study_file(value: str) -> str:
     """A study, override or claims file as given where it exists, else the shipped file of that name or
     path (``paper``, ``config/paper.yaml``, ``config/hardware/80gb.yaml``): the defaults and the documented
@@ -164,6 +203,7 @@ def build_parser(only: str | None = None, *, lazy: bool = False) -> argparse.Arg
         for action in sub.choices[entry.name]._actions:  # study and claims files: found from any directory
             if action.dest in STUDY_FILE_OPTIONS and action.type is None:
                 action.type = overlay_file if action.dest == "overlay" else study_file
+                action.help = f"{action.help or action.dest}; {NAME_RULE.format(example=NAME_EXAMPLE[action.dest])}"
             if action.dest == "study" and action.default == DEFAULT_STUDY:  # the one rule, and its help says it
                 action.default = default_study(entry.name)
                 action.help = f"{action.help} (default: {action.default})"
@@ -185,9 +225,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return args.func(args)
     except BrokenPipeError:
         return _closed_pipe()
+    except InputError as e:  # the one input contract: the file, where in it, what was expected
+        print(e.line(str(command)), file=sys.stderr)
+        return EXIT_INPUT
     except (ValueError, FileNotFoundError) as e:  # a bad study (StudyError is a ValueError), a missing file
-        print(f"coolsampler {command}: {e}", file=sys.stderr)
-        return 2
+        print(f"coolsampler {command}: {' '.join(str(e).split())}", file=sys.stderr)
+        return EXIT_INPUT
     except ModuleNotFoundError as e:
         if (e.name or "").split(".")[0] not in TRAINING_STACK:
             raise

@@ -20,6 +20,9 @@ from pathlib import Path
 
 
 def _acceptance(args: argparse.Namespace) -> int:
+    from coolsampler.cli.outputs import Output, check_outputs
+
+    check_outputs((args.out, Output("--out", directory=True)))  # before the stack is imported and runs train
     from coolsampler.testkit.acceptance import Options, run_acceptance, summary_markdown  # imports verl's helpers
 
     opt = Options(

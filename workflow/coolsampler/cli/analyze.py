@@ -856,6 +856,11 @@ def _legend_name(settings: Mapping[str, Any]) -> str:
 
 
 def _analyze(args: argparse.Namespace) -> int:
+    from coolsampler.cli.outputs import Output, check_outputs  # output flags first, before any log is read
+
+    check_outputs(
+        (args.figure, Output("--figure", suffixes=FIGURE_FORMATS)), (args.out, Output("--out", directory=True))
+    )
     given = {"N": args.N, "Tb": args.Tb, "steps": args.steps, "val_every": args.val_every}
     report = analyze_report(
         args.paths,

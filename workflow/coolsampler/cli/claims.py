@@ -28,8 +28,10 @@ from typing import Any
 import yaml
 
 from coolsampler.cli.figures import study_files
+from coolsampler.cli.outputs import Output, check_outputs
 from coolsampler.paper.claims_report import counts, ours_text, paper_text, summary_text, write_report
 from coolsampler.results.claims import ClaimError, Claims, RunData, evaluate, load_claims, relax, staleness_budget
+from coolsampler.spec.inputs import InputError
 from coolsampler.spec.layout import key_of
 from coolsampler.spec.study import Run, Study, load_study, parse_key
 
@@ -93,9 +95,9 @@ def load_path(path: str | Path, key: str | None = None, study: Study | None = No
 
     p = Path(path)
     if not p.exists():
-        raise FileNotFoundError(f"no such file or directory: {path}")
+        raise InputError(path, "no such file or directory")
     if p.is_file() and p.stat().st_size == 0:
-        raise ValueError(f"empty file: {path}")
+        raise InputError(path, "empty file: no run's log or table in it")
     run = run_of(p, key, study)
     d = p if p.is_dir() else p.parent
     if p.is_dir():
@@ -144,7 +146,7 @@ def claims_text(
             rd = load_path(p, key, study)
         except Exception as e:  # one bad path must not hide the others
             if errors is not None:  # the caller says it (the CLI: on stderr, once)
-                errors.append(f"{p}: {e}")
+                errors.append(str(e) if isinstance(e, InputError) else f"{p}: {e}")  # an InputError names its file
             else:
                 lines.append(f"{p}: cannot read: {type(e).__name__}: {e}")
             continue
@@ -201,6 +203,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    check_outputs((args.out, Output("--out", directory=True)))  # before the claims file or any run is read
     try:
         claims = load_claims(args.claims)
     except ClaimError as e:
@@ -214,6 +217,8 @@ def main(args: argparse.Namespace) -> int:
     if args.study:
         try:
             study = load_study(args.study)
+        except InputError:  # names the file and line itself: the dispatcher's one line
+            raise
         except (OSError, ValueError) as e:
             print(f"coolsampler claims: --study {args.study}: {e}", file=sys.stderr)
             return 2

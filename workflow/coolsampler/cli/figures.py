@@ -19,9 +19,11 @@ from pathlib import Path
 
 import yaml
 
+from coolsampler.spec.inputs import InputError
 from coolsampler.spec.layout import RUN_GLOB, RUNS, key_of_file
 from coolsampler.spec.shipped import CONFIG
 from coolsampler.spec.study import StudyError
+from coolsampler.spec.yaml_file import load_yaml
 from coolsampler.train.version import REPO  # this package's checkout: its Snakefile draws
 
 
@@ -44,8 +46,8 @@ def study_files(names: set[str], config: Path = CONFIG) -> list[Path]:
     found = []
     for path in sorted(config.glob("*.yaml")):
         try:
-            data = yaml.safe_load(path.read_text()) or {}
-        except yaml.YAMLError:
+            data = load_yaml(path) or {}
+        except InputError:  # not a study this can name: the others are still searched
             continue
         if isinstance(data, dict) and "runs" in data and data.get("name") in names:
             found.append(path)
@@ -134,7 +136,7 @@ def figures(
     if not (results / RUNS).is_dir():
         raise FileNotFoundError(f"{results}: no runs/ directory (a study's results: runs/<model>/<task>/<settings>/)")
     study_path = Path(study) if study else find_study(results)
-    wanted = list((yaml.safe_load(study_path.read_text()) or {}).get("figures") or {})
+    wanted = list(load_yaml(study_path, mapping=True, what="study file").get("figures") or {})
     for line in missing_lines(results, wanted):
         print(f"coolsampler figures: {line}", flush=True)
     base = snakemake_args(results, study_path, cores=cores, dry_run=dry_run)

@@ -22,9 +22,10 @@ import json
 import sys
 from pathlib import Path
 
-from coolsampler.cli import DEFAULT_STUDY
+from coolsampler.cli import DEFAULT_STUDY, positive_float
+from coolsampler.cli.outputs import Output, check_outputs
 from coolsampler.spec.shipped import find_config
-from coolsampler.spec.study import StudyError, load_study
+from coolsampler.spec.study import load_study
 from coolsampler.train import processes
 from coolsampler.train.launch import proc_table
 from coolsampler.train.memory import (
@@ -103,13 +104,11 @@ def _measure(args: argparse.Namespace) -> int:
 
 
 def _memory(args: argparse.Namespace) -> int:
+    check_outputs((args.out, Output("--out")))  # before a session is sampled for minutes
     if args.measure:
         return _measure(args)
-    try:
-        study = load_study(args.study, overlays=args.overlay or (), check_overrides=check_extra_overrides)
-    except (OSError, StudyError) as err:
-        print(f"coolsampler memory: {err}", file=sys.stderr)
-        return 2
+    # a bad study or overlay: InputError or StudyError, one line from the dispatcher (coolsampler.cli.main)
+    study = load_study(args.study, overlays=args.overlay or (), check_overrides=check_extra_overrides)
     platform = on_host(get_platform("gpu").for_study(study.raw), args.host_memory_gib)
     settings = on_gpus(study_settings(study, platform), args.gpu_memory_gib)
     if not settings:
@@ -129,11 +128,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     m.add_argument("--overlay", action="append", metavar="FILE", help=OVERLAY_HELP)
     m.add_argument(
         "--gpu-memory-gib",
-        type=float,
+        type=positive_float,
         help="check on your own GPUs of this size (nvidia-smi memory.total / 1024, e.g. 79.6 for an 80 GB"
         " card) instead of the study's declared ones",
     )
-    m.add_argument("--host-memory-gib", type=float, help=HOST_MEMORY_HELP)
+    m.add_argument("--host-memory-gib", type=positive_float, help=HOST_MEMORY_HELP)
     m.add_argument(
         "--profile",
         type=find_config,
@@ -145,7 +144,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         metavar="SID",
         help="sample the process session SID (verl's pid; 'auto': the one running) until it ends",
     )
-    m.add_argument("--interval", type=float, default=2.0, help="seconds between samples (--measure)")
+    m.add_argument("--interval", type=positive_float, default=2.0, help="seconds between samples (--measure)")
     m.add_argument("--out", help="write the measured table here (--measure), e.g. train/pss_cpu.json")
     m.add_argument("--how", default="", help="how the measured run was started, stored with the table")
     m.set_defaults(func=_memory)

@@ -17,6 +17,9 @@ OUT_FORMATS = {".parquet": "parquet", ".csv": "csv"}  # parse --out: the format 
 
 
 def _parse(args: argparse.Namespace) -> int:
+    from coolsampler.cli.outputs import Output, check_outputs  # the output flag first, before the log is read
+
+    check_outputs((args.out, Output("--out", suffixes=tuple(OUT_FORMATS))))
     fmt = None
     if args.out:
         fmt = OUT_FORMATS.get(Path(args.out).suffix.lower())

@@ -35,7 +35,10 @@ from __future__ import annotations
 import argparse
 import csv
 import heapq
+import json
+import math
 import statistics
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -43,13 +46,15 @@ from typing import Any
 
 import yaml
 
-from coolsampler.cli import DEFAULT_STUDY
+from coolsampler.cli import DEFAULT_STUDY, positive_float, positive_int
 from coolsampler.cli.memory import HOST_MEMORY_HELP, OVERLAY_HELP, host_profile
 from coolsampler.cli.status import hmm, read_records, refresh_lines, step_times
+from coolsampler.spec.inputs import EXIT_INPUT, InputError
 from coolsampler.spec.settings import PAPER_RECIPE, step_seconds
 from coolsampler.spec.shipped import PROFILES as PROFILE_DIR
 from coolsampler.spec.shipped import ROOT
 from coolsampler.spec.study import Run, Study, StudyError, load_study
+from coolsampler.spec.yaml_file import load_yaml
 from coolsampler.train.overrides import check_extra_overrides, recipe_for
 from coolsampler.train.paths import Layout
 from coolsampler.train.platform import Platform, get_platform
@@ -108,6 +113,7 @@ class Plan:
     memory: list[Any] = field(default_factory=list)  # coolsampler.train.memory.Setting per model and task (gpu)
     timeout_min: float | None = None  # the study's own watchdog limit (timeout_min), if it sets one
     host_profile: Path | None = SLURM_PROFILE  # the per-job memory the host is checked against (None: the host's)
+    refused: list[InputError] = field(default_factory=list)  # finished runs' files that were not what they claim
 
 
 def is_done(run_dir: Path) -> bool:
@@ -119,8 +125,48 @@ def _dir_bytes(d: Path) -> int:
     return sum(p.stat().st_size for p in d.rglob("*") if p.is_file() and not p.is_symlink())
 
 
-def measure(run_dir: Path, platform: str) -> tuple[list[float], float | None, int] | None:
-    """Step times, start-up and disk of one finished run trained on ``platform``; None if it was not."""
+def _seconds(value: Any, *, zero: bool = False) -> bool:
+    """A logged time is a finite number of seconds, > 0 (``zero``: >= 0); not a bool, a NaN or text."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return False
+    return value >= 0 if zero else value > 0
+
+
+def _line_of(log: Path, step: int) -> int | None:
+    """The line of ``log`` that holds ``step``'s record (verl's file logger: ``{"step": N, "data": {...}}``),
+    to name it in the refusal; None where it cannot be told."""
+    with log.open(errors="replace") as f:
+        for i, line in enumerate(f, 1):
+            try:
+                rec = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(rec, dict) and rec.get("step") == step:
+                return i
+    return None
+
+
+def check_step_times(log: Path, records: dict[int, dict[str, Any]]) -> None:
+    """Every step time the log records is a number of seconds > 0 (its validation time >= 0): a negative,
+    zero, NaN or text one is an ``InputError`` naming the log and line, never a negative cost."""
+    for step in sorted(records):
+        data = records[step]
+        for name, zero in (("timing_s/step", False), ("timing_s/testing", True)):
+            if name in data and not _seconds(data[name], zero=zero):
+                raise InputError(
+                    log,
+                    f"{name} is {data[name]!r} at step {step}; a step's wall time is a number of seconds"
+                    f" {'>=' if zero else '>'} 0 (this run's times are left out of the plan)",
+                    _line_of(log, step),
+                )
+
+
+def measure(
+    run_dir: Path, platform: str, refused: list[InputError] | None = None
+) -> tuple[list[float], float | None, int] | None:
+    """Step times, start-up and disk of one finished run trained on ``platform``; None if it was not. A
+    step time that is no time at all raises ``InputError`` naming the log and line; a wall time that is
+    none leaves the start-up unknown, its ``InputError`` appended to ``refused`` (raised where None)."""
     if not is_done(run_dir):
         return None
     try:
@@ -129,13 +175,31 @@ def measure(run_dir: Path, platform: str) -> tuple[list[float], float | None, in
         return None
     if info.get("platform") != platform:
         return None
-    times = step_times(read_records([run_dir / "train.jsonl"]))
+    log = run_dir / "train.jsonl"
+    records = read_records([log])
+    check_step_times(log, records)
+    times = step_times(records)
     startup = None
     bench = run_dir / "train.benchmark.tsv"
     if bench.exists() and times:
         rows = list(csv.DictReader(bench.open(), delimiter="\t"))
         if rows and rows[-1].get("s"):
-            startup = max(0.0, float(rows[-1]["s"]) - sum(times))
+            try:
+                wall = float(rows[-1]["s"])
+            except ValueError:
+                wall = math.nan
+            if _seconds(wall, zero=True):
+                startup = max(0.0, wall - sum(times))
+            else:
+                err = InputError(
+                    bench,
+                    f"s is {rows[-1]['s']!r}; the run's wall time is a number of seconds >= 0"
+                    " (this run's start-up is left out of the plan)",
+                    len(rows) + 1,  # the header is line 1
+                )
+                if refused is None:
+                    raise err
+                refused.append(err)
     return times, startup, _dir_bytes(run_dir)
 
 
@@ -145,7 +209,7 @@ def profile_gpus(profile: str) -> int | None:
     path = PROFILE_DIR / PROFILE_FILE.get(profile, "-") / PROFILE_NAME
     if profile != "gpu" or not path.exists():
         return None
-    cfg = yaml.safe_load(path.read_text()) or {}
+    cfg = load_yaml(path, mapping=True, what="Snakemake profile")
     return next((int(str(r).split("=")[1]) for r in cfg.get("resources", []) if str(r).startswith("gpu=")), None)
 
 
@@ -171,7 +235,7 @@ def default_parallel(profile: str, platform: Platform, gpus_per_run: int | None 
     path = PROFILE_DIR / PROFILE_FILE[profile] / PROFILE_NAME
     if not path.exists():
         return 1, f"no {path.name} found: one at a time"
-    cfg = yaml.safe_load(path.read_text()) or {}
+    cfg = load_yaml(path, mapping=True, what="Snakemake profile")
     if profile == "slurm":
         return int(cfg.get("jobs", 1)), f"profiles/slurm jobs: {cfg.get('jobs', 1)}"
     gpus = profile_gpus(profile)
@@ -188,7 +252,7 @@ def profile_runtime(profile: str) -> int | None:
     path = PROFILE_DIR / PROFILE_FILE.get(profile, "-") / PROFILE_NAME
     if not path.exists():
         return None
-    cfg = yaml.safe_load(path.read_text()) or {}
+    cfg = load_yaml(path, mapping=True, what="Snakemake profile")
     runtime = ((cfg.get("set-resources") or {}).get("train") or {}).get("runtime")
     return int(runtime) if runtime is not None else None
 
@@ -220,6 +284,7 @@ def make_plan(
     for r in study.runs:
         by_group.setdefault((r.model, r.task), []).append(r)
     groups = []
+    refused: list[InputError] = []
     for (model, task), runs in by_group.items():
         m = Measured()
         done = []
@@ -227,7 +292,11 @@ def make_plan(
             d = Path(layout.run_dir(r.key))
             if is_done(d):
                 done.append(r.key)
-            got = measure(d, platform.name)
+            try:
+                got = measure(d, platform.name, refused)
+            except InputError as err:  # one bad run's files: named, left out; the others still measure
+                refused.append(err)
+                got = None
             if got:
                 m.runs += 1
                 m.step_s += got[0]
@@ -245,7 +314,7 @@ def make_plan(
         platform = on_host(platform, host_memory_gib)
         memory = on_gpus(study_settings(study, platform), gpu_memory_gib)
     host = host_profile(None, host_memory_gib)
-    return Plan(study.name, profile, platform, par, why, groups, memory, study.raw.get("timeout_min"), host)
+    return Plan(study.name, profile, platform, par, why, groups, memory, study.raw.get("timeout_min"), host, refused)
 
 
 def only_runs(study: Study, keys: Sequence[str]) -> Study:
@@ -361,7 +430,7 @@ def _group(
 
 def wall_hours(hours: list[float], parallel: int) -> float:
     """Wall time of ``hours``-long runs, ``parallel`` at a time, longest first (greedy list schedule)."""
-    slots = [0.0] * max(1, parallel)
+    slots = [0.0] * max(1, min(parallel, len(hours)))  # never more slots than runs: --parallel may be huge
     for h in sorted(hours, reverse=True):
         heapq.heapreplace(slots, slots[0] + h)
     return max(slots) if hours else 0.0
@@ -564,6 +633,10 @@ def _plan(args: argparse.Namespace) -> int:
         print(f"command: {command(plan, [args.study, *(args.overlay or ())], targets)}")
     print()
     print(text(plan, list_runs=args.runs or bool(keys), detail=args.detail), end="")
+    for err in plan.refused:  # after the plan, one line each, on stderr: the plan stands without them
+        print(err.line("plan"), file=sys.stderr)
+    if plan.refused:
+        return EXIT_INPUT
     return 0 if memory_fits(plan) else 1
 
 
@@ -575,12 +648,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--overlay", action="append", metavar="FILE", help=OVERLAY_HELP)
     p.add_argument(
-        "--gpu-memory-gib", type=float, help="check the memory on GPUs of this size (GiB) instead of the study's"
+        "--gpu-memory-gib",
+        type=positive_float,
+        help="check the memory on GPUs of this size (GiB) instead of the study's",
     )
-    p.add_argument("--host-memory-gib", type=float, help=HOST_MEMORY_HELP)
+    p.add_argument("--host-memory-gib", type=positive_float, help=HOST_MEMORY_HELP)
     p.add_argument("--profile", choices=PROFILES, help="where it runs (default: gpu for a gpu study, else cpu)")
     p.add_argument("--results", help="results directory with finished runs (default: the study's results:)")
-    p.add_argument("--parallel", type=int, help="runs training at once (default: from the profile)")
+    p.add_argument("--parallel", type=positive_int, help="runs training at once (default: from the profile)")
     p.add_argument("--runs", action="store_true", help="also list every run, done or to do, with its hours")
     p.add_argument("--detail", action="store_true", help="also print the processes a run starts and their memory")
     p.set_defaults(func=_plan)

@@ -16,6 +16,15 @@ from pathlib import Path
 # The exit status of a command whose input was refused (argparse's for a bad flag, too).
 EXIT_INPUT = 2
 
+# Control characters written as escapes: a file named "a\nb.yaml" (or a problem quoting a line of the
+# file) must not break the one line a command prints into two.
+_ESCAPES = {c: repr(chr(c))[1:-1] for c in (*range(32), 127)}
+
+
+def one_line(text: str) -> str:
+    """``text`` with every control character (newline, tab, escape, ...) written as its escape."""
+    return text.translate(_ESCAPES)
+
 
 class InputError(ValueError):
     """A file that is not what the reader expects: ``file``, optionally ``where`` in it (a line number
@@ -29,11 +38,11 @@ class InputError(ValueError):
 
     def __str__(self) -> str:
         at = f":{self.where}" if self.where else ""
-        return f"{self.file}{at}: {self.problem}"
+        return one_line(f"{self.file}{at}: {self.problem}")
 
     def line(self, command: str) -> str:
         """The one line a command prints for it."""
         return f"coolsampler {command}: {self}"
 
 
-__all__ = ["EXIT_INPUT", "InputError"]
+__all__ = ["EXIT_INPUT", "InputError", "one_line"]

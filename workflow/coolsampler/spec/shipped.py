@@ -11,6 +11,7 @@ repository root for these two folders.
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent / "shipped_files"  # holds config/ and profiles/ as in the repository
@@ -34,35 +35,54 @@ class ShippedFileError(FileNotFoundError, argparse.ArgumentTypeError):
     argparse reports it as the option's error, and outside a parser it is a ``FileNotFoundError``."""
 
 
-def find_config(value: str | Path) -> Path:
-    """``value`` where it exists from the current directory; else the shipped file it names, as a path
-    from the repository root (``config/paper.yaml``, ``profiles/slurm/config.v8+.yaml``) or as a bare
-    study or claims name (``paper``, ``claims``, ``hardware/80gb``). A name that is neither raises
-    ``ShippedFileError`` listing the shipped studies."""
-    given = Path(value)
-    if given.exists():
-        return given
-    candidates = [ROOT / given, CONFIG / given, CONFIG / f"{given}.yaml"] if not given.is_absolute() else []
+def is_name(value: str | Path) -> bool:
+    """A bare name (``paper``, ``one-gpu``), not a path: no slash and no ``.yaml``/``.yml`` ending. A name
+    means the shipped file first, so a folder or file called ``paper`` where the command runs (a results
+    or checkout directory often has one) does not shadow ``--study paper``; a path means the file here."""
+    text = str(value)
+    return "/" not in text and os.sep not in text and not text.lower().endswith((".yaml", ".yml"))
+
+
+def _shipped(candidates: list[Path]) -> Path | None:
     for path in candidates:
         if path.is_file():
             return path.resolve()  # in a checkout: the repository's own file, not the link's path
+    return None
+
+
+def find_config(value: str | Path) -> Path:
+    """A bare name (``paper``, ``claims``; ``is_name``): the shipped study or claims file of that name
+    first, else a file of that name here. A path: the file here where it exists, else the shipped file
+    it names from the repository root (``config/paper.yaml``, ``profiles/slurm/config.v8+.yaml``,
+    ``hardware/80gb``). Neither raises ``ShippedFileError`` listing the shipped studies. A directory
+    found here is returned as it is: reading it is refused in one line (``spec.yaml_file``)."""
+    given = Path(value)
+    candidates = [ROOT / given, CONFIG / given, CONFIG / f"{given}.yaml"] if not given.is_absolute() else []
+    if is_name(value) and (found := _shipped([CONFIG / f"{given}.yaml"])) is not None:
+        return found
+    if given.exists():
+        return given
+    if (found := _shipped(candidates)) is not None:
+        return found
     raise ShippedFileError(
         f"no such file: {value} (here or among the shipped files; shipped studies: {', '.join(shipped_studies())})"
     )
 
 
 def find_overlay(value: str | Path) -> Path:
-    """An overlay (a file merged over a study, ``--overlay``): ``value`` where it exists from the current
-    directory; else the shipped one it names, by path (``config/hardware/one-gpu.yaml``) or by name
-    (``one-gpu``, ``hardware/one-gpu``). A name that is neither raises ``ShippedFileError`` listing the
-    shipped overlays, the files ``--overlay`` takes (not the studies)."""
+    """An overlay (a file merged over a study, ``--overlay``), as ``find_config`` finds a study: a bare
+    name (``one-gpu``) is the shipped overlay first, else a file of that name here; a path is the file
+    here, else the shipped one it names (``config/hardware/one-gpu.yaml``, ``hardware/one-gpu``). Neither
+    raises ``ShippedFileError`` listing the shipped overlays, the files ``--overlay`` takes (not the studies)."""
     given = Path(value)
+    if is_name(value) and (found := _shipped([HARDWARE / f"{given}.yaml"])) is not None:
+        return found
     if given.exists():
         return given
     if not given.is_absolute():
-        for path in (ROOT / given, CONFIG / given, CONFIG / f"{given}.yaml", HARDWARE / f"{given}.yaml"):
-            if path.is_file():
-                return path.resolve()
+        found = _shipped([ROOT / given, CONFIG / given, CONFIG / f"{given}.yaml", HARDWARE / f"{given}.yaml"])
+        if found is not None:
+            return found
     raise ShippedFileError(
         f"no such overlay: {value} (here or among the shipped ones; shipped overlays:"
         f" {', '.join(shipped_overlays())}, in config/hardware/)"
@@ -77,6 +97,7 @@ __all__ = [
     "ShippedFileError",
     "find_config",
     "find_overlay",
+    "is_name",
     "shipped_overlays",
     "shipped_studies",
 ]

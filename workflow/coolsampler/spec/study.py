@@ -38,8 +38,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from coolsampler.spec.guard import (
     GUARD_TOKEN_RE,
     SCHEDULE_TOKEN_RE,
@@ -48,6 +46,7 @@ from coolsampler.spec.guard import (
     parse_guard_token,
     schedule_token,
 )
+from coolsampler.spec.inputs import InputError
 from coolsampler.spec.layout import KEY_PARTS, Layout
 from coolsampler.spec.registry import study_models, study_tasks
 from coolsampler.spec.settings import (
@@ -71,6 +70,7 @@ from coolsampler.spec.validate import (
     unknown_name,
 )
 from coolsampler.spec.world import check_val_samples, study_screen, study_worlds
+from coolsampler.spec.yaml_file import load_yaml
 
 # --------------------------------------------------------------------------------------------------
 # Runs
@@ -489,6 +489,14 @@ def merged(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+_STUDY_SHAPE = "a study is a mapping with name: and runs: (config/config.yaml is one)"
+_OVERLAY_SHAPE = "an override file is a mapping of study keys (e.g. hardware:, models:)"
+
+
+def _kind(doc: Any) -> str:
+    return "a list" if isinstance(doc, list) else f"the {type(doc).__name__} {str(doc)[:40]!r}"
+
+
 def load_study(
     path: str | Path,
     *,
@@ -497,16 +505,16 @@ def load_study(
     overlays: Sequence[str | Path] = (),
 ) -> Study:
     """Read, validate and expand a study config, with ``overlays`` merged over it in order (``merged``).
-    Raises StudyError (one line) on any bad value."""
+    Raises InputError (one line: the file and line) on a file that is not a YAML mapping, StudyError (one
+    line) on any bad value."""
     raw: Any = {}
     for i, p in enumerate([path, *overlays]):
-        p = Path(p)
-        try:
-            doc = yaml.safe_load(p.read_text())
-        except yaml.YAMLError as e:
-            raise StudyError(f"{p}: not valid YAML: {e}".replace("\n", " ")) from e
-        if i and not isinstance(doc, Mapping):
-            raise StudyError(f"{p}: an override file is a mapping of study keys (e.g. hardware:, models:)")
+        # the one safe reader: a duplicate key, an anchor cycle or bomb, a tag is one InputError with the line
+        doc = load_yaml(p, what="override file" if i else "study file")
+        if doc is None:
+            raise InputError(p, "is empty; " + (_OVERLAY_SHAPE if i else _STUDY_SHAPE))
+        if not isinstance(doc, Mapping):
+            raise InputError(p, (_OVERLAY_SHAPE if i else _STUDY_SHAPE) + f", not {_kind(doc)}", where=1)
         raw = doc if i == 0 else merged(raw, doc)
     origin = " + ".join(str(p) for p in [path, *overlays])
     return study_from_dict(raw, origin=origin, results=results, check_overrides=check_overrides)

@@ -3,7 +3,7 @@
 Every failure is a ``StudyError`` whose message is one line naming the field and what is allowed,
 raised before Snakemake builds a DAG, so a typo costs no GPU hours.
 
-Imports only the spec layer, jsonschema and yaml.
+Imports only the spec layer and jsonschema (YAML through coolsampler.spec.yaml_file).
 """
 
 from __future__ import annotations
@@ -15,12 +15,12 @@ from importlib import resources
 from typing import Any
 
 import jsonschema
-import yaml
 
 from coolsampler.spec.guard import GuardSpec, check_schedule, check_signal_logged
 from coolsampler.spec.settings import MODELS, TASKS, Model, Task
 from coolsampler.spec.targets import TARGETS, OptionError, panel_filters, target_options
 from coolsampler.spec.temperature import controller_spec
+from coolsampler.spec.yaml_file import parse_yaml
 
 # The settings a run has (and a figure filter may name): Run's fields, in the order of Table 4.
 RUN_FIELDS = ("model", "task", "N", "lr", "correction", "Tb", "Tl", "seed", "steps", "val_every", "replicate")
@@ -42,7 +42,7 @@ def _error(msg: str) -> Exception:
 @cache
 def study_schema() -> dict[str, Any]:
     text = resources.files("coolsampler.spec").joinpath("schemas/study.schema.yaml").read_text()
-    return yaml.safe_load(text)
+    return parse_yaml(text, "schemas/study.schema.yaml")
 
 
 def _path(err: jsonschema.ValidationError) -> str:

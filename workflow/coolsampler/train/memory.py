@@ -21,15 +21,15 @@ arithmetic, is a named constant below. Light module: no torch, verl or vLLM impo
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from coolsampler.spec.settings import CHECKPOINT_BYTES_PER_PARAM, MODELS, TASKS
 from coolsampler.spec.study import Run, Study, parse_key
+from coolsampler.spec.yaml_file import load_yaml
 from coolsampler.train import processes
 from coolsampler.train.overrides import RunPaths, verl_overrides
 from coolsampler.train.platform import Platform, get_platform
@@ -271,7 +271,7 @@ def on_gpus(settings: list[Setting], gpu_memory_gib: float | None) -> list[Setti
     has (``coolsampler memory|plan --gpu-memory-gib``), checked without editing the study. None: as declared."""
     if gpu_memory_gib is None:
         return settings
-    if gpu_memory_gib <= 0:
+    if not math.isfinite(gpu_memory_gib) or gpu_memory_gib <= 0:  # NaN passes a <= 0 test
         raise ValueError(
             f"--gpu-memory-gib {gpu_memory_gib}: a GPU's memory in GiB, > 0 (nvidia-smi memory.total / 1024)"
         )
@@ -421,7 +421,7 @@ def on_host(platform: Platform, host_memory_gib: float | None) -> Platform:
     declared."""
     if host_memory_gib is None:
         return platform
-    if host_memory_gib <= 0:
+    if not math.isfinite(host_memory_gib) or host_memory_gib <= 0:
         raise ValueError(f"--host-memory-gib {host_memory_gib}: a host's memory in GiB, > 0 (free -g: total)")
     return replace(platform, host_memory_gib=float(host_memory_gib))
 
@@ -504,7 +504,7 @@ def slurm_train_mem_bytes(profile: Path) -> int:
     so this errs on the safe side)."""
     from coolsampler.train.platform import get_platform
 
-    cfg = yaml.safe_load(profile.read_text())
+    cfg = load_yaml(profile, mapping=True, what="SLURM profile")
     override = ((cfg.get("set-resources") or {}).get("train") or {}).get("mem_mb")
     return int(override or get_platform("gpu").mem_mb) * 10**6
 

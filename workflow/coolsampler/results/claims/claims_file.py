@@ -16,11 +16,11 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from coolsampler.results import diagnostics as D
 from coolsampler.results.claims.measures import NEEDS_ALSO, PAIRED, QUANTITIES
+from coolsampler.spec.inputs import InputError
 from coolsampler.spec.study import Run, matches
+from coolsampler.spec.yaml_file import load_yaml, parse_yaml
 
 
 class ClaimError(ValueError):
@@ -38,7 +38,8 @@ COUNT_BOUNDS: dict[str, tuple[str, Any]] = {
 
 @cache
 def claims_schema() -> dict[str, Any]:
-    return yaml.safe_load(resources.files("coolsampler.spec").joinpath("schemas/claims.schema.yaml").read_text())
+    text = resources.files("coolsampler.spec").joinpath("schemas/claims.schema.yaml").read_text()
+    return parse_yaml(text, "schemas/claims.schema.yaml")
 
 
 def _where(doc: Mapping[str, Any], path: Sequence[Any]) -> str:
@@ -127,12 +128,16 @@ class Claims:
 
 
 def load_claims(path: str | Path) -> Claims:
+    """The claims file at ``path``, validated. A file that is not a YAML mapping (missing, binary, a
+    duplicate key, an anchor cycle or bomb, a tag) is an ``InputError`` with its line; a bad claim is a
+    ``ClaimError`` naming the claim and field."""
     path = Path(path)
-    try:
-        # libyaml's loader where installed: the file is a few hundred claims
-        doc = yaml.load(path.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # noqa: S506
-    except yaml.YAMLError as e:
-        raise ClaimError(f"{path}: not valid YAML: {e}".replace("\n", " ")) from e
+    doc = load_yaml(path, what="claims file")
+    shape = "a claims file is a mapping with claims: (config/claims.yaml is one)"
+    if doc is None:
+        raise InputError(path, f"is empty; {shape}")
+    if not isinstance(doc, Mapping):
+        raise InputError(path, f"{shape}, not {'a list' if isinstance(doc, list) else repr(doc)[:40]}", where=1)
     check_claims(doc, str(path))
     return Claims(dict(doc.get("filters") or {}), list(doc["claims"]))
 
