@@ -127,3 +127,16 @@ def test_the_report_prints_each_count_with_its_own_sign() -> None:
     results = {r.claim["id"]: r for r in C.evaluate(CLAIMS, ALL, data(ends))}
     assert ours_text(results["b1-not-refuted"]).startswith("1 of 3 > 0: ")
     assert ours_text(results["a1-gap"]).startswith("3 of 3 ≥ 0.15: ")
+
+
+def test_round_5_trains_in_round_4s_world() -> None:
+    """config/cliff-round5.yaml declares round 4's screened world r3a again, with no screen of its own: it
+    must be the same world, knob for knob (the same key, the same warm start)."""
+    from coolsampler.spec.world import study_screen, study_worlds
+
+    four = study_worlds(load_study(REPO / "config" / "cliff.yaml").raw, "m")["r3a"]
+    raw = load_study(REPO / "config" / "cliff-round5.yaml").raw
+    five = study_worlds(raw, "r5")["r3a"]
+    assert five.knobs() == four.knobs() and five.ident == four.ident
+    assert study_screen(raw, "r5") is None
+    assert {r.seed for r in ALL} == {5, 6, 7}  # outside every seed used before
