@@ -576,6 +576,11 @@ def check_groups(groups: Sequence[tuple[str, str]], inputs: Sequence[Input]) -> 
             raise ValueError(f"--group {label}={glob}: matches none of the runs given ({shown})")
 
 
+def _comparable(value: Any) -> Any:
+    """A setting as compared across a group's runs: Tb 1 from run.yaml is the log's 1.0."""
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else str(value)
+
+
 def _group_of(name: str, path: str, groups: Sequence[tuple[str, str]]) -> str | None:
     for label, glob in groups:
         if fnmatch.fnmatchcase(name, glob) or fnmatch.fnmatchcase(path, glob):
@@ -603,7 +608,7 @@ def assign_arms(
     for label, glob in groups:
         members = [s for s, _, _ in entries if labels[id(s)] == label]
         for setting in ("N", "Tb"):
-            values = dict.fromkeys(str(s.get(setting)) for s in members)
+            values = dict.fromkeys(_comparable(s.get(setting)) for s in members)
             if len(values) > 1:
                 runs = ", ".join(f"{s['run']}: {setting}={s.get(setting)}" for s in members[:6])
                 problems.append(
