@@ -643,6 +643,25 @@ def _links(*pairs: tuple[str, str]):
     return shape
 
 
+def _mkdir(d: Path, files: dict[str, str] | None = None) -> Path:
+    d.mkdir(parents=True)
+    for name, text in (files or {}).items():
+        (d / name).write_text(text)
+    return d
+
+
+def _utf16_in_dir(tmp: Path) -> list[str]:
+    """A console log saved as UTF-16 (PowerShell's redirection), in a directory given to analyze."""
+    d = _mkdir(tmp / "logs")
+    (d / "job.log").write_bytes("step:1 - actor/entropy:0.5 - training/global_step:1\n".encode("utf-16"))
+    return [str(d)]
+
+
+def _fifo(path: Path) -> str:
+    os.mkfifo(path)
+    return str(path)
+
+
 DIR_CASES = {
     "latest -> .": (_tree(_links(("latest", "."))), ("ok", "| 0/1 |")),
     "a/back -> ..": (_tree(_links(("a/back", ".."))), ("ok", "| 0/1 |")),
@@ -663,6 +682,7 @@ DIR_CASES = {
         ("ok", "| 0/1 |"),
     ),
     "a dotted path": (_tree(lambda top: [str(top / "a/run/../run")]), ("ok", "| 0/1 |")),
+    "a UTF-16 console log in a directory": (_utf16_in_dir, ("bad", "job.log: not UTF-8; UTF-16?")),
     "empty directory": (lambda tmp: [str(_mkdir(tmp / "empty"))], ("bad", "a directory holding no run log")),
     "only a run.yaml": (
         lambda tmp: [str(_mkdir(tmp / "cfg", {"run.yaml": GOOD}))],
@@ -675,18 +695,6 @@ DIR_CASES = {
     "missing path": (lambda tmp: [str(tmp / "absent")], ("bad", "no such file")),
     "a fifo is not read": (lambda tmp: [_fifo(tmp / "pipe.jsonl")], ("bad", "not a regular file")),
 }
-
-
-def _mkdir(d: Path, files: dict[str, str] | None = None) -> Path:
-    d.mkdir(parents=True)
-    for name, text in (files or {}).items():
-        (d / name).write_text(text)
-    return d
-
-
-def _fifo(path: Path) -> str:
-    os.mkfifo(path)
-    return str(path)
 
 
 def _console(tmp: Path, lines: list[str]) -> list[str]:

@@ -454,7 +454,19 @@ def find_logs(root: str | Path) -> list[Path]:
                 out.append(f)
             elif f.suffix == ".csv" and is_wandb_csv(f):
                 out.append(f)
+            elif f.suffix in (".log", ".out", ".csv") and _utf16(f):  # listed, so reading it says why it is not read
+                out.append(f)
     return out
+
+
+def _utf16(path: Path) -> bool:
+    """A file that starts with a UTF-16 byte-order mark: a log saved in the wrong encoding (Windows' default
+    for PowerShell redirection), which the checks above cannot see as one."""
+    try:
+        with path.open("rb") as f:
+            return f.read(2) in (b"\xff\xfe", b"\xfe\xff")
+    except OSError:
+        return False
 
 
 __all__ = [
