@@ -846,6 +846,23 @@ GROUP_CASES = {
 }
 
 
+def _flags(*flags: str):
+    return lambda tmp: [str(STABLE), *flags]
+
+
+# the settings given as flags, refused by the rules run.yaml and a study's runs are refused by
+FLAG_CASES = {
+    "--N -5": (_flags("--N", "-5"), ("flag", "--N: -5 is not valid; allowed: integer >= 1")),
+    "--N 0": (_flags("--N", "0"), ("flag", "--N: 0 is not valid")),
+    "--Tb 0": (_flags("--Tb", "0"), ("flag", "--Tb: 0.0 is not valid")),
+    "--Tb -1": (_flags("--Tb", "-1"), ("flag", "--Tb: -1.0 is not valid")),
+    "--Tb nan": (_flags("--Tb", "nan"), ("flag", "--Tb: not a finite number")),
+    "--Tb inf": (_flags("--Tb", "inf"), ("flag", "--Tb: not a finite number")),
+    "--steps -10": (_flags("--steps", "-10"), ("flag", "--steps: -10 is not valid")),
+    "--val-every 0": (_flags("--val-every", "0"), ("flag", "--val-every: 0 is not valid")),
+}
+
+
 FAMILIES = {
     "jsonl": JSONL_CASES,
     "encoding": ENCODING_CASES,
@@ -853,6 +870,7 @@ FAMILIES = {
     "directory": DIR_CASES,
     "format": FORMAT_CASES,
     "group": GROUP_CASES,
+    "flags": FLAG_CASES,
 }
 CASES = [(f"{fam}: {name}", build, want) for fam, cases in FAMILIES.items() for name, (build, want) in cases.items()]
 

@@ -699,6 +699,11 @@ def analyze_report(
     ``guard``: replay it over every analysed log at the run's N (``coolsampler.results.guard``;
     ``horizon``: the false-alarm horizon, default N), under the run's block.
     """
+    from coolsampler.results.run_yaml import settings_problem
+
+    given = {k: v for k, v in (settings or {}).items() if v is not None}
+    if (bad := settings_problem(given)) is not None:  # --N -5 is refused as run.yaml's N: -5 is
+        raise ValueError(f"--{bad[0].replace('_', '-')}: {bad[1]}")
     blocks, entries, errors = [], [], []
     inputs = find_inputs(paths)
     check_groups(groups, inputs)

@@ -56,8 +56,6 @@ def load_run_yaml(path: str | Path) -> dict[str, Any]:
     """The settings a ``run.yaml`` holds (under ``settings:``, or at its top level when written by hand),
     each value a study checks checked by the study's rules. Raises ``InputError`` for a file that cannot
     be read, YAML that does not parse, a shape that is not a mapping of settings, or a refused value."""
-    from coolsampler.spec.validate import StudyError, check_study
-
     file = Path(path)
     if file.is_dir():
         raise InputError(file, "a directory; expected a YAML file of the run's settings (N: 32, Tb: 1.0, ...)")
@@ -80,21 +78,30 @@ def load_run_yaml(path: str | Path) -> dict[str, Any]:
     if not isinstance(settings, Mapping):
         shown = "null" if settings is None else f"a {type(settings).__name__}"
         raise InputError(file, f"{shown}; expected a mapping of the run's settings", "settings")
-    checked: dict[str, Any] = {}
     for key in CHECKED:
-        if key not in settings:
-            continue
-        value = settings[key]
-        _bounded(value, key, file)
-        if isinstance(value, list):  # a study expands a list into runs; a run.yaml is one run
-            raise InputError(file, f"a list {value!r}; allowed: one value (a run.yaml is one run)", key)
-        checked[key] = value
-    try:
-        check_study({"name": "run-yaml", "runs": [checked]}, "run.yaml")
-    except StudyError as e:
-        where, _, problem = str(e).removeprefix("run.yaml: runs[0].").partition(": ")
-        raise InputError(file, problem, where) from None
+        if key in settings:
+            _bounded(settings[key], key, file)
+    if (bad := settings_problem(settings)) is not None:
+        raise InputError(file, bad[1], bad[0])
     return {str(k): v for k, v in settings.items()}
 
 
-__all__ = ["RUN_YAML", "load_run_yaml"]
+def settings_problem(settings: Mapping[str, Any]) -> tuple[str, str] | None:
+    """The first of a run's settings the study's rules refuse, as (key, problem), or None: the check
+    ``coolsampler runs --study`` makes of a run, on a one-run study of the settings it checks. A list
+    is refused first: a study expands it into runs, and these are one run's settings."""
+    from coolsampler.spec.validate import StudyError, check_study
+
+    checked = {k: settings[k] for k in CHECKED if k in settings}
+    for key, value in checked.items():
+        if isinstance(value, list):
+            return key, f"a list {value!r}; allowed: one value (one run's setting)"
+    try:
+        check_study({"name": "run-settings", "runs": [checked]}, "settings")
+    except StudyError as e:
+        where, _, problem = str(e).removeprefix("settings: runs[0].").partition(": ")
+        return where, problem
+    return None
+
+
+__all__ = ["RUN_YAML", "load_run_yaml", "settings_problem"]
