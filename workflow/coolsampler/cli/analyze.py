@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import fnmatch
 import json
+import os
 import re
 import sys
 from collections.abc import Mapping, Sequence
@@ -39,6 +40,7 @@ from coolsampler.results.analysis import LENGTH_UNKNOWN, summarize_run
 from coolsampler.results.diagnostics import lead_table
 from coolsampler.results.guard import REPLAY_NOTE, logged_schedule, replay_guard, replay_text, schedule_line
 from coolsampler.spec.guard import GuardSpec, parse_guard_condition
+from coolsampler.spec.inputs import InputError
 from coolsampler.spec.layout import KEY_PARTS, RUN_GLOB
 from coolsampler.spec.metrics_schema import PROVIDED_BY, RunStatus, absent_columns
 from coolsampler.spec.settings import KL_EARLY_NAT, KL_LEAD_NAT, kl_above_text
@@ -114,7 +116,26 @@ def find_inputs(paths: Sequence[str]) -> list[Input]:
         else:
             name = p.parent.name if p.name in RUN_LOGS else p.stem if p.suffix in LOG_SUFFIXES else p.name
             out.append(Input(path, name.split("#")[-1]))
-    return _distinct(out)
+    return _distinct(_once(out))
+
+
+def _once(inputs: list[Input]) -> list[Input]:
+    """Each log once, by its resolved path: the same run given twice, reached through a symlink, or named
+    both as a directory and as its log is one run, not two seeds of an arm."""
+    chosen: dict[str, Input] = {}
+    linked: dict[str, bool] = {}
+    for inp in inputs:
+        file, sep, run = inp.path.rpartition("#") if "#" in Path(inp.path).name else (inp.path, "", "")
+        try:
+            real = Path(file).resolve()
+        except (OSError, RuntimeError):  # a link loop: kept as given, so reading it reports it
+            chosen.setdefault(inp.path, inp)
+            continue
+        key = str(real) + sep + run
+        through_link = str(real) != os.path.abspath(file)
+        if key not in chosen or linked[key] and not through_link:
+            chosen[key], linked[key] = inp, through_link
+    return list(chosen.values())
 
 
 def _distinct(inputs: list[Input]) -> list[Input]:
@@ -254,15 +275,17 @@ def read_run(
     p = Path(path)
     db_run = "#" in p.name and Path(str(p).rsplit("#", 1)[0]).suffix == ".db"
     if not p.exists() and not db_run:
-        raise FileNotFoundError(f"no such file: {p}")
+        raise InputError(p, "no such file")
+    if p.exists() and not p.is_file() and not p.is_dir():  # reading a pipe would wait for a writer forever
+        raise InputError(p, "not a regular file (a pipe or a device); name a log file")
     if p.is_file() and p.stat().st_size == 0:
-        raise ValueError(f"empty file: {p}")
-    if p.suffix == ".parquet" or p.suffix == ".csv" and "val_acc" in pd.read_csv(p, nrows=0).columns:
+        raise InputError(p, "empty file")
+    if p.suffix == ".parquet" or p.suffix == ".csv" and _is_metrics_csv(p):
         from coolsampler.results.loaders import load_metrics, load_status
 
         df = load_metrics(p)
         if df is None or df.empty:
-            raise ValueError(f"no rows in {p}")
+            raise InputError(p, "no rows")
         return Loaded(df, load_status(p.with_name("status.json")), "metrics table")
     from coolsampler.results.metrics import parse_records
     from coolsampler.results.readers import read_records
@@ -281,6 +304,15 @@ def read_run(
         sources=sources,
     )
     return Loaded(df, status, fmt, series, chosen)
+
+
+def _is_metrics_csv(path: Path) -> bool:
+    """A CSV whose header is a metrics table's (``coolsampler parse --out``); one that cannot be read as
+    CSV is left to the log readers, which say why."""
+    try:
+        return "val_acc" in pd.read_csv(path, nrows=0).columns
+    except (ValueError, OSError, UnicodeDecodeError):
+        return False
 
 
 def load_any(
@@ -378,10 +410,9 @@ def known_settings(path: Path, given: Mapping[str, Any] | None) -> tuple[dict[st
     dropped = None
     run_yaml = path.with_name("run.yaml")
     if run_yaml.exists():
-        import yaml
+        from coolsampler.results.run_yaml import load_run_yaml
 
-        loaded = yaml.safe_load(run_yaml.read_text()) or {}
-        s, how = dict(loaded.get("settings", loaded)), "run.yaml"
+        s, how = load_run_yaml(run_yaml), "run.yaml"  # an InputError for a run.yaml that is not one run's settings
     elif (key := key_candidate(path)) is not None:
         try:
             s, how = key_settings(key), "the run key of its directory"
@@ -535,6 +566,21 @@ def parse_groups(specs: Sequence[str] | None) -> list[tuple[str, str]]:
     return out
 
 
+def check_groups(groups: Sequence[tuple[str, str]], inputs: Sequence[Input]) -> None:
+    """A ``--group`` that matches none of the runs given is a mistake in the flag (a typo pools nothing and
+    the table looks as if the runs had no arm): refused before any log is read."""
+    for label, glob in groups:
+        if not any(_group_of(i.name, i.path, [(label, glob)]) for i in inputs):
+            names = [i.name for i in inputs]
+            shown = ", ".join(names[:10]) + (f" and {len(names) - 10} more" if len(names) > 10 else "")
+            raise ValueError(f"--group {label}={glob}: matches none of the runs given ({shown})")
+
+
+def _comparable(value: Any) -> Any:
+    """A setting as compared across a group's runs: Tb 1 from run.yaml is the log's 1.0."""
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else str(value)
+
+
 def _group_of(name: str, path: str, groups: Sequence[tuple[str, str]]) -> str | None:
     for label, glob in groups:
         if fnmatch.fnmatchcase(name, glob) or fnmatch.fnmatchcase(path, glob):
@@ -550,13 +596,31 @@ def _arm_name(settings: Mapping[str, Any]) -> str:
 
 def assign_arms(
     entries: list[tuple[dict[str, Any], pd.DataFrame, RunStatus | None]], groups: Sequence[tuple[str, str]]
-) -> None:
+) -> list[str]:
     """Give each entry the arm it belongs to: runs named by a run key pool with the seeds of their arm
     (the key less its seed); a ``--group`` pools the runs it matches; every other run is its own row.
-    Seeds stay seeds only where a key or run.yaml says them; a group's other runs are numbered."""
+    Seeds stay seeds only where a key or run.yaml says them; a group's other runs are numbered.
+
+    A group whose runs differ in N or Tb is no arm (its seeds would mix two settings in one row): it is
+    not pooled, each of its runs keeps its own row, and the line returned says why."""
+    problems = []
+    labels = {id(s): _group_of(str(s["run"]), str(s["path"]), groups) for s, _, _ in entries}
+    for label, glob in groups:
+        members = [s for s, _, _ in entries if labels[id(s)] == label]
+        for setting in ("N", "Tb"):
+            values = dict.fromkeys(_comparable(s.get(setting)) for s in members)
+            if len(values) > 1:
+                runs = ", ".join(f"{s['run']}: {setting}={s.get(setting)}" for s in members[:6])
+                problems.append(
+                    f"--group {label}={glob}: pools runs of different {setting} ({runs}); a group is the seeds"
+                    " of one arm, so each of its runs keeps its own row"
+                )
+                for s in members:
+                    labels[id(s)] = None
+                break
     counts: dict[str, int] = {}
     for s, _, _ in entries:
-        label = _group_of(str(s["run"]), str(s["path"]), groups)
+        label = labels[id(s)]
         if label is not None:
             counts[label] = counts.get(label, 0) + 1
             s["group"] = label
@@ -576,6 +640,7 @@ def assign_arms(
     for s, _, _ in entries:  # an arm of one run is named by the run's own key, its seed included
         if pooled[s["group"]] == 1 and s["group"] == _arm_name(s):
             s["arm_name"] = s["key"]
+    return problems
 
 
 VOLATILITY_NOTE = (
@@ -634,25 +699,37 @@ def analyze_report(
     ``guard``: replay it over every analysed log at the run's N (``coolsampler.results.guard``;
     ``horizon``: the false-alarm horizon, default N), under the run's block.
     """
+    from coolsampler.results.run_yaml import settings_problem
+
+    given = {k: v for k, v in (settings or {}).items() if v is not None}
+    if (bad := settings_problem(given)) is not None:  # --N -5 is refused as run.yaml's N: -5 is
+        raise ValueError(f"--{bad[0].replace('_', '-')}: {bad[1]}")
     blocks, entries, errors = [], [], []
-    for inp in find_inputs(paths):
+    inputs = find_inputs(paths)
+    check_groups(groups, inputs)
+    for inp in inputs:
         path = inp.path
         p = Path(path)
-        base, how, dropped = known_settings(p, settings)
         try:
+            base, how, dropped = known_settings(p, settings)
             loaded = read_run(path, steps=base.get("steps"), val_every=base.get("val_every"), val=val)
         except Exception as e:  # report and continue: the other logs are still worth reading
-            msg = str(e) if isinstance(e, (FileNotFoundError, ValueError)) else f"{type(e).__name__}: {e}"
-            from coolsampler.results.readers import FORMATS_LINE, UnreadableLog
-
-            if p.is_dir() and not isinstance(e, UnreadableLog):
-                msg = f"a directory holding no run log; {FORMATS_LINE}"
+            if isinstance(e, InputError):  # it names its file (the log, or the run.yaml beside it)
+                blocks.append(f"== {path}\n   cannot read: {e}")
+                errors.append(str(e))
+                continue
+            msg = str(e) if isinstance(e, ValueError) else f"{type(e).__name__}: {e}"
             # the block and the error line name the path already
-            msg = msg.removeprefix(f"{path}: ").removesuffix(f": {path}")
+            msg = " ".join(msg.removeprefix(f"{path}: ").removesuffix(f": {path}").split())
             blocks.append(f"== {path}\n   cannot read: {msg}")
             errors.append(f"{path}: {msg}")
             continue
         metrics, status = loaded.metrics, loaded.status
+        if not (metrics["step"] > 0).any():  # nothing trained: no curve to judge, so never "stable"
+            msg = "not judged: the log holds no training step (only the validation before step 1)"
+            blocks.append(f"== {path}\n   {msg}")
+            errors.append(f"{path}: {msg}")
+            continue
         s, how, missing = _settings_for(inp.name, metrics, base, how)
         s["run"], s["path"] = inp.name, path
         s["seed_known"] = "seed" in base
@@ -692,7 +769,7 @@ def analyze_report(
         entries.append((s, metrics, status))
     tables: dict[str, tuple[pd.DataFrame, pd.DataFrame]] = {}
     if entries:
-        assign_arms(entries, groups)
+        errors += assign_arms(entries, groups)
         data, disp = table1_frames(entries)
         tables["table1"] = (data, disp)
         blocks.append(

@@ -1,4 +1,7 @@
-"""``coolsampler parse PATH``: one verl JSONL log -> a summary, or the metrics table rule parse writes.
+"""``coolsampler parse PATH``: one verl log -> a summary, or the metrics table rule parse writes.
+
+Reads every log ``coolsampler analyze`` reads (``coolsampler.results.readers``: verl's file-logger JSONL,
+flat JSON records, console output, a wandb CSV export, ...), so a log one command takes the other does too.
 
 The run's length and validation interval come from the flags, else from ``run.yaml`` beside the log
 (or the run key in its path), so a log of unknown length is never called complete. No verl, vLLM or torch.
@@ -10,7 +13,9 @@ import argparse
 from pathlib import Path
 
 from coolsampler.cli.analyze import known_settings
-from coolsampler.results.metrics import parse_jsonl
+from coolsampler.results.metrics import parse_records
+from coolsampler.results.readers import read_records
+from coolsampler.spec.inputs import InputError
 from coolsampler.spec.metrics_schema import absent_columns, missing_text
 
 OUT_FORMATS = {".parquet": "parquet", ".csv": "csv"}  # parse --out: the format is the file's suffix
@@ -27,15 +32,18 @@ def _parse(args: argparse.Namespace) -> int:
             raise ValueError(f"--out {args.out}: unknown format; name a {' or '.join(OUT_FORMATS)} file")
     path = Path(args.path)
     if not path.is_file():
-        raise FileNotFoundError(f"no such file: {path}")
+        raise InputError(path, "no such file" if not path.exists() else "not a file; name the log itself")
     if path.stat().st_size == 0:
-        raise ValueError(f"empty file: {path}")
+        raise InputError(path, "empty file")
     # the run's length and validation interval: given, else run.yaml beside the log (or its run key)
     known, _how, _dropped = known_settings(path, None)
     steps = args.steps or known.get("steps")
     val_every = args.val_every or known.get("val_every")
     # any verl log: what it never logged stays NaN and is named below (rule parse requires the pipeline's)
-    df, status = parse_jsonl(path, expected_steps=steps, val_every=val_every, required=("step",))
+    by_step, problems, _fmt = read_records(path)
+    df, status = parse_records(
+        by_step, problems, log=path, expected_steps=steps, val_every=val_every, required=("step",)
+    )
     if args.out:
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
         if fmt == "csv":
@@ -72,7 +80,9 @@ def _parse(args: argparse.Namespace) -> int:
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("parse")
-    p.add_argument("path", help="a verl JSONL log (verl's file logger), e.g. a run's train.jsonl")
+    p.add_argument(
+        "path", help="a verl log (verl's file logger JSONL, its console output, a wandb CSV), e.g. a run's train.jsonl"
+    )
     p.add_argument("--out", help="write the metrics table here: .parquet or .csv (by the suffix)")
     p.add_argument("--steps", type=int, help="expected steps (default: run.yaml beside the log)")
     p.add_argument("--val-every", type=int, help="validation interval (default: run.yaml beside the log)")

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from coolsampler.spec.inputs import InputError
 from coolsampler.spec.metrics_schema import (
     ABSENT,
     COLUMNS,
@@ -62,33 +63,87 @@ def read_jsonl(path: str | Path) -> tuple[dict[int, dict[str, Any]], list[str]]:
 
     A line that is not a ``{"step": k, "data": {...}}`` record is skipped and said: the last one as a
     truncated end (the log was cut mid-write), any other as a stray line (a warning printed into the log).
+    A record whose step is not an integer >= 0 is skipped and counted (``step_problem``). Raises
+    ``InputError`` for a file that is not UTF-8 (``utf8_bytes``).
     """
     path = Path(path)
-    lines = path.read_bytes().split(b"\n")
+    lines = utf8_bytes(path).split(b"\n")
     last_line = max((i for i, raw in enumerate(lines, 1) if raw.strip()), default=0)
     records: list[tuple[int, dict[str, Any]]] = []
     stray: list[int] = []
+    bad_steps: list[tuple[int, Any]] = []
     problems: list[str] = []
     for i, raw in enumerate(lines, 1):
         if not raw.strip():
             continue
         try:
             rec = json.loads(raw)
-            step = int(rec["step"])
+            given = rec["step"]
             data = rec["data"]
             if not isinstance(data, dict):
                 raise TypeError("data is not a mapping")
-        except (ValueError, KeyError, TypeError):
+        except (ValueError, KeyError, TypeError, RecursionError):  # RecursionError: a line of 10^5 brackets
             if i == last_line:
                 problems.append("last line is not a whole JSON record (truncated log?)")
             else:
                 stray.append(i)
             continue
+        step = as_step(given)
+        if step is None:
+            bad_steps.append((i, given))
+            continue
         records.append((step, data))
     if stray:
         problems.insert(0, stray_line_problem(stray))
+    if bad_steps:
+        problems.append(step_problem(bad_steps))
     by_step, merged = merge_records(records)
     return by_step, problems + merged
+
+
+# Where a log of unknown length stops being believed: no run of the paper's recipe comes near 10^7 steps,
+# and a step past it is a corrupt line, which must not make the checks below cost memory by its size.
+MAX_STEP = 10**7
+
+_UTF16 = (b"\xff\xfe", b"\xfe\xff")
+
+
+def utf8_bytes(path: str | Path) -> bytes:
+    """A text log's bytes, a UTF-8 byte-order mark dropped. Raises ``InputError`` for any other encoding:
+    read as UTF-8 regardless, a UTF-16 log is all stray lines (every other byte a NUL), which would read
+    as a log without events, i.e. a stable run."""
+    path = Path(path)
+    data = path.read_bytes()
+    if data.startswith(b"\xef\xbb\xbf"):
+        data = data[3:]
+    if data.startswith(_UTF16) or data[:4096].count(b"\x00") > 16:
+        raise InputError(path, "not UTF-8; UTF-16? (save it as UTF-8)")
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        if e.end == len(data) and "end of data" in e.reason:  # a log cut mid-character while written: its
+            return data  # last line is then a truncated record, which the readers say
+        line = data.count(b"\n", 0, e.start) + 1
+        raise InputError(path, f"not UTF-8 (byte 0x{data[e.start]:02x}); save it as UTF-8", line) from None
+    return data
+
+
+def as_step(value: Any) -> int | None:
+    """A logged step as an integer >= 0, or None: a bool, a string, a fraction or a negative number is
+    no step (``int()`` would truncate 3.5 to 3, making it look like a re-logged step)."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value if value >= 0 else None
+    if isinstance(value, float) and math.isfinite(value) and value.is_integer() and value >= 0:
+        return int(value)
+    return None
+
+
+def step_problem(bad: list[tuple[int, Any]]) -> str:
+    """One line for the records whose step is not an integer >= 0 (``bad``: line number, step given)."""
+    line, given = bad[0]
+    return f"{len(bad)} line(s) with a step that is not an integer >= 0 (line {line}: {given!r}), skipped"
 
 
 def stray_line_problem(lines: list[int]) -> str:
@@ -126,6 +181,17 @@ def merge_records(records: Iterable[tuple[int, dict[str, Any]]]) -> tuple[dict[i
             f" (first: step {steps[0]})"
         )
     return by_step, problems
+
+
+def _number_for(column: str, v: Any) -> bool:
+    """Whether ``v`` is a value ``column`` reads: a number or null (logged, not a number: NaN), and true or
+    false for a flag. A string ("0.9") or, for a number, a boolean is none: pandas would read "0.9" as 0.9
+    and true as 1.0, a validation accuracy the run never had."""
+    if v is None:
+        return True
+    if isinstance(v, bool):
+        return COLUMNS[column][0] == "bool"
+    return isinstance(v, (int, float))
 
 
 def _finite(v: Any) -> bool:
@@ -196,10 +262,20 @@ def parse_records(
     problems = list(problems)
     if not by_step:
         raise MetricsError(f"{run}: no records in {path}")
+    # A step past the run's length (or, of unknown length, at 10^7 or beyond) is a corrupt line, not part
+    # of the run: skipped and said, so that no check below costs memory or time by the step's size.
+    limit = expected_steps if expected_steps else MAX_STEP - 1
+    beyond = sorted(s for s in by_step if s > limit)
+    if beyond:
+        past = f"past the run's {expected_steps} steps" if expected_steps else f"at or past {MAX_STEP}"
+        problems.append(f"{len(beyond)} step(s) {past}, skipped (first: step {beyond[0]})")
+        if len(beyond) == len(by_step):
+            raise MetricsError(f"{run}: every step of {path} is {past}")
     rows = []
     absent: dict[str, list[int]] = {}  # column -> training steps whose record lacks it
     bad: dict[str, list[int]] = {}  # column -> steps that logged it as null / NaN / inf
-    for step in sorted(by_step):
+    refused: list[tuple[str, int, Any]] = []  # (column, step, value) of values that are not numbers
+    for step in sorted(s for s in by_step if s <= limit):
         data = by_step[step]
         row: dict[str, Any] = {"step": step}
         for col, (_dtype, _meaning, schema_sources) in COLUMNS.items():
@@ -211,6 +287,10 @@ def parse_records(
                 row[col] = np.nan
                 if step > 0:
                     absent.setdefault(col, []).append(step)
+                continue
+            if not _number_for(col, val):  # read one way: a number (a flag may be true/false), else refused
+                refused.append((col, step, val))
+                row[col] = np.nan
                 continue
             if not _finite(val) and (step > 0 or col in VALIDATION_COLUMNS):
                 bad.setdefault(col, []).append(step)
@@ -246,22 +326,35 @@ def parse_records(
             problems.append(
                 f"{len(bad[col])} step(s) with NaN/inf {col} (null, NaN or inf in the log; first at step {bad[col][0]})"
             )
+    if refused:
+        col, step, val = refused[0]
+        problems.append(f"{len(refused)} value(s) not a number, skipped ({col} at step {step}: {val!r})")
     last = int(df.step.max())
     expected = expected_steps or last
     if last < expected:
         problems.append(f"stopped at step {last} of {expected}")
-    steps = set(df.step[df.step > 0])
-    missing = sorted(set(range(1, last + 1)) - steps)
-    if missing:
-        problems.append(f"{len(missing)} step(s) missing from the log (first: {missing[0]})")
+    # the gaps counted from the steps logged, never from the range of steps (a log's last step is its size)
+    steps = sorted(int(s) for s in df.step[df.step > 0])
+    if len(steps) < last:
+        first = next((k for k, s in enumerate(steps, 1) if s != k), len(steps) + 1)
+        problems.append(f"{last - len(steps)} step(s) missing from the log (first: {first})")
     if val_every:
-        want = {0, *range(val_every, last + 1, val_every)}
-        if expected_steps and last >= expected_steps:
-            want.add(expected_steps)
-        have = set(df.step[df.val_acc.notna()])
-        lost = sorted(want - have)
-        if lost:
-            problems.append(f"{len(lost)} validation point(s) missing (first: step {lost[0]})")
+        have = {int(s) for s in df.step[df.val_acc.notna()]}
+        wanted = 1 + last // val_every  # step 0 and every val_every-th step up to the last
+        found = 1 if 0 in have else 0
+        found += sum(1 for s in have if s > 0 and s % val_every == 0)
+        lost_first = 0 if 0 not in have else None
+        if lost_first is None and found < wanted:
+            lost_first = next(k for k in range(val_every, last + 1, val_every) if k not in have)
+        end = expected_steps if expected_steps and last >= expected_steps and expected_steps % val_every else None
+        if end is not None:
+            wanted += 1
+            if end in have:
+                found += 1
+            elif lost_first is None:
+                lost_first = end
+        if found < wanted:
+            problems.append(f"{wanted - found} validation point(s) missing (first: step {lost_first})")
     status = RunStatus(complete=not problems, last_step=last, expected_steps=expected, problems=problems)
     return df, status
 

@@ -21,7 +21,15 @@ from typing import Any
 
 import pandas as pd
 
-from coolsampler.results.metrics import merge_records, read_jsonl, stray_line_problem
+from coolsampler.results.metrics import (
+    as_step,
+    merge_records,
+    read_jsonl,
+    step_problem,
+    stray_line_problem,
+    utf8_bytes,
+)
+from coolsampler.spec.inputs import InputError
 
 Records = dict[int, dict[str, Any]]
 
@@ -67,7 +75,7 @@ def console_records(path: Path) -> tuple[list[tuple[int, dict[str, Any]]], int]:
     """The ``step:K - key:value`` lines of a console log (anything else in it is skipped: the console
     holds all of a run's output), and how many such lines there were."""
     records = []
-    for line in path.read_text(errors="replace").splitlines():
+    for line in utf8_bytes(path).decode("utf-8").splitlines():
         m = _CONSOLE_RE.search(line)
         if not m:
             continue
@@ -92,21 +100,24 @@ def is_console_log(path: Path) -> bool:
 def flat_jsonl_records(path: Path) -> tuple[list[tuple[int, dict[str, Any]]], list[str]] | None:
     """Flat JSON records (``{"step": K, "key": value, ...}``, or wandb's ``_step``), or None if the file
     holds none."""
-    records, stray = [], []
-    for i, raw in enumerate(path.read_bytes().split(b"\n"), 1):
+    records, stray, bad_steps = [], [], []
+    for i, raw in enumerate(utf8_bytes(path).split(b"\n"), 1):
         if not raw.strip():
             continue
         try:
             rec = json.loads(raw)
-            step_key = "step" if "step" in rec else "_step"
-            step = int(rec[step_key])
-        except (ValueError, KeyError, TypeError):
+            given = rec["step" if "step" in rec else "_step"]
+        except (ValueError, KeyError, TypeError, RecursionError):  # RecursionError: a line of 10^5 brackets
             stray.append(i)
+            continue
+        if (step := as_step(given)) is None:
+            bad_steps.append((i, given))
             continue
         records.append((step, {k: v for k, v in rec.items() if k not in ("step", "_step")}))
     if not records:
         return None
-    return records, [stray_line_problem(stray)] if stray else []
+    problems = [stray_line_problem(stray)] if stray else []
+    return records, problems + ([step_problem(bad_steps)] if bad_steps else [])
 
 
 def _training(records: list[tuple[int, dict[str, Any]]]) -> list[tuple[int, dict[str, Any]]]:
@@ -193,20 +204,31 @@ def mlflow_records(path: Path) -> tuple[Records, list[str]]:
     """A run of an MLflow file store: each ``metrics/<key>`` file holds ``timestamp value step`` lines."""
     by_step: Records = {}
     relogged: set[int] = set()
+    malformed: list[str] = []  # "metrics/<key>:<line>" of each line that is not "timestamp value step"
     metrics = path / "metrics"
     for f in sorted(p for p in metrics.rglob("*") if p.is_file()):
         key = _mlflow_key(f.relative_to(metrics).as_posix())
         seen: set[int] = set()
-        for line in f.read_text().splitlines():
+        for i, line in enumerate(utf8_bytes(f).decode("utf-8").splitlines(), 1):
             parts = line.split()
-            if len(parts) < 3:
+            if not parts:
                 continue
-            step, value = int(parts[2]), float(parts[1])
+            try:
+                step, value = as_step(int(parts[2])), float(parts[1])
+            except (IndexError, ValueError):
+                step = None
+            if step is None or len(parts) > 3:
+                malformed.append(f"{f.relative_to(path).as_posix()}:{i}")
+                continue
             if step in seen and not key.startswith("val-"):
                 relogged.add(step)
             seen.add(step)
             by_step.setdefault(step, {})[key] = value
-    return by_step, _relogged_problem(relogged)
+    problems = _relogged_problem(relogged)
+    if malformed:
+        more = f" and {len(malformed) - 1} more" if len(malformed) > 1 else ""
+        problems.append(f"{len(malformed)} line(s) of {malformed[0]}{more} not 'timestamp value step', skipped")
+    return by_step, problems
 
 
 def mlflow_db_runs(path: Path) -> dict[str, tuple[Records, list[str]]]:
@@ -222,11 +244,18 @@ def mlflow_db_runs(path: Path) -> dict[str, tuple[Records, list[str]]]:
         for run, key, value, step, is_nan in rows:
             name = names.get(run) or run
             by_step = out.setdefault(name, ({}, []))[0]
-            key = _mlflow_key(key)
-            if (int(step), key) in seen.setdefault(name, set()) and not key.startswith("val-"):
-                relogged.setdefault(name, set()).add(int(step))
-            seen[name].add((int(step), key))
-            by_step.setdefault(int(step), {})[key] = math.nan if is_nan else float(value)
+            key = _mlflow_key(str(key))
+            step = as_step(step)
+            if step is None or not is_nan and not isinstance(value, (int, float)):
+                raise InputError(
+                    path,
+                    f"metric {key!r} of run {name!r}: step {step!r}, value {value!r}; expected"
+                    " an integer step >= 0 and a number",
+                )
+            if (step, key) in seen.setdefault(name, set()) and not key.startswith("val-"):
+                relogged.setdefault(name, set()).add(step)
+            seen[name].add((step, key))
+            by_step.setdefault(step, {})[key] = math.nan if is_nan else float(value)
     except sqlite3.DatabaseError as e:
         raise UnreadableLog(f"{path}: not an MLflow store ({e}); {FORMATS_LINE}") from None
     finally:
@@ -240,22 +269,57 @@ def wandb_csv_records(frame: pd.DataFrame) -> tuple[Records, list[str]]:
     step_col = next(c for c in ("_step", "step", "Step") if c in frame.columns)
     keep = {}
     for col in frame.columns:
-        if col == step_col or col.startswith("_") or col.endswith(("__MIN", "__MAX")):
+        if col == step_col or str(col).startswith("_") or str(col).endswith(("__MIN", "__MAX")):
             continue
         keep[col] = col.split(" - ", 1)[1] if " - " in col else col
-    records = []
-    for _, row in frame.iterrows():
-        if pd.isna(row[step_col]):
+    # A CSV cell is text: each is read as a number, or refused and counted (a text cell would otherwise
+    # turn its whole column into text, and the column would vanish unsaid).
+    cols = [
+        (name, frame[c].to_numpy(), pd.to_numeric(frame[c], errors="coerce").to_numpy(float))
+        for c, name in keep.items()
+    ]
+    raw_steps = frame[step_col].to_numpy()
+    steps = pd.to_numeric(frame[step_col], errors="coerce").to_numpy(float)
+    records, bad_steps, refused = [], [], []
+    for i in range(len(frame)):
+        if pd.isna(raw_steps[i]):
             continue
-        data = {keep[c]: float(row[c]) for c in keep if not pd.isna(row[c]) and _is_num(row[c])}
+        step = as_step(float(steps[i]))
+        if step is None:
+            bad_steps.append((i + 2, _plain(raw_steps[i])))  # its line: the header is line 1
+            continue
+        data = {}
+        for name, raw, num in cols:
+            if not math.isnan(num[i]):
+                data[name] = float(num[i])
+            elif not pd.isna(raw[i]) and str(raw[i]).strip().lower() not in ("nan", "inf", "-inf", ""):
+                refused.append((name, step, _plain(raw[i])))
         if data:
-            records.append((int(row[step_col]), data))
+            records.append((step, data))
     by_step, problems = merge_records(_training(records))
+    if bad_steps:
+        problems.insert(0, step_problem(bad_steps))
+    if refused:
+        name, step, raw = refused[0]
+        problems.append(f"{len(refused)} value(s) not a number, skipped ({name} at step {step}: {raw!r})")
     return by_step, problems
 
 
-def _is_num(x: Any) -> bool:
-    return isinstance(x, (int, float)) and not isinstance(x, bool)
+def _plain(value: Any) -> Any:
+    """A cell as the file wrote it (5.5, not numpy's np.float64(5.5)), for the line that names it."""
+    return value.item() if hasattr(value, "item") and not isinstance(value, str) else value
+
+
+def read_csv(path: Path) -> pd.DataFrame:
+    """A CSV as pandas reads it; a row it cannot split (more cells than the header) an ``InputError``
+    naming the line, not pandas' traceback."""
+    try:
+        return pd.read_csv(path)
+    except pd.errors.ParserError as e:
+        m = re.search(r"line (\d+)", str(e))
+        raise InputError(path, f"not a CSV table: {' '.join(str(e).split())}", m[1] if m else None) from None
+    except pd.errors.EmptyDataError:
+        raise InputError(path, "no CSV header") from None
 
 
 def is_wandb_csv(path: Path) -> bool:
@@ -301,8 +365,12 @@ def read_records(path: str | Path) -> tuple[Records, list[str], str]:
             raise UnreadableLog(f"{db}: no MLflow run named {name!r} (runs: {', '.join(sorted(runs))})")
         return *runs[name], "MLflow"
     if p.suffix == ".csv":
+        utf8_bytes(p)
         if is_wandb_csv(p):
-            return *wandb_csv_records(pd.read_csv(p)), "wandb CSV"
+            by_step, problems = wandb_csv_records(read_csv(p))
+            if not by_step:
+                raise UnreadableLog(f"{p}: no training records found; {FORMATS_LINE}")
+            return by_step, problems, "wandb CSV"
         raise UnreadableLog(f"{p}: a CSV with no step column; {FORMATS_LINE}")
     by_step, problems = read_jsonl(p)
     if by_step:
@@ -326,7 +394,12 @@ RUN_TABLES = ("train.jsonl", "metrics.parquet", "metrics.csv")
 
 
 def _walk(root: Path) -> Iterator[Path]:
-    """Directories below ``root`` (itself included), hidden and known-irrelevant ones skipped, sorted."""
+    """Directories below ``root`` (itself included), hidden and known-irrelevant ones skipped, sorted;
+    each once. A symlink into the walk or to one of its ancestors (``latest -> .``) is not followed: what
+    it points at is walked by its own path, or holds the walk itself, so following it would read the same
+    runs again (two links to a parent make the walk exponential). A link out of the tree is followed once."""
+    top = root.resolve()
+    visited = {top}
     stack = [root]
     while stack:
         d = stack.pop()
@@ -335,7 +408,17 @@ def _walk(root: Path) -> Iterator[Path]:
             subs = sorted((c for c in d.iterdir() if c.is_dir()), reverse=True)
         except OSError:
             continue
-        stack.extend(c for c in subs if c.name not in _SKIP_DIRS and not c.name.startswith("."))
+        for c in subs:
+            if c.name in _SKIP_DIRS or c.name.startswith("."):
+                continue
+            try:
+                real = c.resolve()
+            except (OSError, RuntimeError):  # a link loop
+                continue
+            if real in visited or c.is_symlink() and (real in top.parents or real.is_relative_to(top)):
+                continue
+            visited.add(real)
+            stack.append(c)
 
 
 def find_logs(root: str | Path) -> list[Path]:
@@ -360,14 +443,30 @@ def find_logs(root: str | Path) -> list[Path]:
         if any(d.glob(TFEVENTS)) or is_wandb_run(d):  # a wandb run: read to say how to export it
             out.append(d)
             continue
-        for f in sorted(c for c in d.iterdir() if c.is_file()):
+        try:
+            files = sorted(c for c in d.iterdir() if c.is_file())
+        except OSError:  # unreadable: the directory is skipped, as the walk skips it
+            continue
+        for f in files:
             if f.suffix == ".jsonl" or f.suffix == ".db" and f.stem.startswith("mlruns"):
                 out.append(f)
             elif f.suffix in (".log", ".txt", ".out") and is_console_log(f):
                 out.append(f)
             elif f.suffix == ".csv" and is_wandb_csv(f):
                 out.append(f)
+            elif f.suffix in (".log", ".out", ".csv") and _utf16(f):  # listed, so reading it says why it is not read
+                out.append(f)
     return out
+
+
+def _utf16(path: Path) -> bool:
+    """A file that starts with a UTF-16 byte-order mark: a log saved in the wrong encoding (Windows' default
+    for PowerShell redirection), which the checks above cannot see as one."""
+    try:
+        with path.open("rb") as f:
+            return f.read(2) in (b"\xff\xfe", b"\xfe\xff")
+    except OSError:
+        return False
 
 
 __all__ = [
