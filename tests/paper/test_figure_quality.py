@@ -262,3 +262,33 @@ def test_report_reads_the_commit_that_run_record_writes():
     assert commit_text({"repository": {"commit": "abc1234", "dirty": True}}) == "abc1234+dirty"
     assert commit_text({"repository": {"commit": "unknown", "dirty": "unknown"}}) == "unknown"
     assert commit_text({}) == NOT_RECORDED
+
+
+def test_a_panel_of_two_N_draws_each_in_its_own_shade_and_names_N() -> None:
+    """A fresh control beside a stale sampler at one temperature (the cliff study's round 5): the two
+    arms must not read as one; a panel of one N keeps the plain colour and label."""
+    from matplotlib.colors import to_rgb
+    from matplotlib.figure import Figure
+
+    from coolsampler.paper.figures import plot_runs
+    from coolsampler.testkit.synthetic import make_metrics
+
+    def entries(Ns):
+        return [
+            (
+                {"N": n, "Tb": 1.0, "Tl": 1.0, "correction": "tis", "lr": 2e-4, "seed": 5},
+                make_metrics(n, 96, 8, 1.0, None),
+                None,
+            )
+            for n in Ns
+        ]
+
+    ax = Figure().subplots()
+    plot_runs(ax, entries([4, 96]), "val_acc")
+    lines = ax.get_lines()
+    assert len({to_rgb(ln.get_color()) for ln in lines}) == 2
+    assert [ln.get_label().endswith(f"N={n}") for ln, n in zip(lines, (4, 96), strict=True)] == [True, True]
+    ax = Figure().subplots()
+    plot_runs(ax, entries([96]), "val_acc")
+    (line,) = ax.get_lines()
+    assert "N=" not in line.get_label() and line.get_color() == "#ff7f0e"

@@ -195,6 +195,10 @@ def plot_runs(
     """
     marked = 0
     shared_lr = _common(entries, "lr")  # one lr for the whole panel: the title names it (panel_title)
+    # a panel whose runs differ in N (a fresh control beside a stale sampler): each N its own shade of the
+    # arm's colour, darkest for the smallest, and N in the legend, or the two arms would read as one
+    Ns = sorted({int(e[0]["N"]) for e in entries if e[0].get("N") is not None})
+    shade_of = {n: 0.55 + 0.45 * i / (len(Ns) - 1) for i, n in enumerate(Ns)} if len(Ns) > 1 else {}
     for settings, metrics, _ in entries:
         if metrics is None or metrics.empty or column not in metrics.columns:
             continue
@@ -202,6 +206,8 @@ def plot_runs(
         if shared_lr is not None:  # no lr shading or lr in the legend when nothing differs by lr
             settings = {**settings, "lr": L.DEFAULT_LR}
         colour = settings.get("colour") or P.run_colour(settings)
+        if shade_of and settings.get("N") is not None and not settings.get("colour"):
+            colour = P.shade(colour, shade_of[int(settings["N"])])
         if floor is not None:
             y, low = P.clip_to_floor(y, floor)
             P.mark_floor(ax, x[low], floor, colour)
@@ -211,6 +217,8 @@ def plot_runs(
         marker = P.seed_marker(settings.get("seed"))
         every: Any = None if column == "val_acc" else max(1, len(x) // 8)
         label = settings.get("label") or L.run_label(settings, seed=False, correction=correction)
+        if shade_of and settings.get("N") is not None and not settings.get("label"):
+            label = f"{label}, N={int(settings['N'])}"
         ax.plot(
             x,
             y,
