@@ -55,14 +55,14 @@ def cli(capsys: pytest.CaptureFixture[str], *argv: str) -> Result:
     ``main``, so that a crash fails an assertion instead of erroring the test) and wall time."""
     capsys.readouterr()
     tb = ""
-    t0 = time.perf_counter()
+    t0 = time.process_time()  # this process's CPU time: a bound that holds on a loaded 2-core machine
     try:
         rc: int | str | None = main(list(argv))
     except SystemExit as e:
         rc = e.code
     except Exception:  # what a user would see as a traceback
         rc, tb = "raised", traceback.format_exc()
-    seconds = time.perf_counter() - t0
+    seconds = time.process_time() - t0
     out, err = capsys.readouterr()
     return Result(rc, out, err + tb, seconds)
 
@@ -587,7 +587,9 @@ def test_fuzz_claims_study_file(case: str, tmp_path: Path, capsys) -> None:
     """``claims --study FILE``: the study file refused by the same reader, in the same one line."""
     study = write(tmp_path / f"{case}.yaml", STUDY_CASES[case][0])
     r = cli(capsys, "claims", str(tmp_path / "no-such-run"), "--study", str(study))
-    assert STUDY_CASES[case][1] in assert_one_line(r, "claims", study) and r.seconds < 1
+    assert STUDY_CASES[case][1] in assert_one_line(r, "claims", study)
+    if STUDY_CASES[case][2]:  # an expansion or a cycle: refused before it grows
+        assert r.seconds < 1, r.seconds
 
 
 def test_fuzz_claims_reads_the_good_runs_beside_a_bad_one(tmp_path: Path, capsys) -> None:
