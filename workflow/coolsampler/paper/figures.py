@@ -81,6 +81,7 @@ from coolsampler.results.analysis import (
     value_at,
 )
 from coolsampler.results.guard import frontier_arms, frontier_table, largest_safe_N
+from coolsampler.spec import corrections
 from coolsampler.spec.provenance import Provenance
 
 Options = Mapping[str, Any]
@@ -145,6 +146,12 @@ def _refresh(ax: Axes, entries: Sequence[RunEntry]) -> None:
         P.refresh_lines(ax, int(N), _max_steps(entries))
 
 
+def _own_loss(settings: Mapping[str, Any]) -> bool:
+    """The run's correction brings a policy loss of its own (mu-GRPO), not verl's PPO loss."""
+    c = corrections.get(settings.get("correction"))
+    return c is not None and c.loss is not None
+
+
 def default_linestyle(settings: Mapping[str, Any]) -> str:
     """Solid, except: no correction dashed; mu-GRPO with a cooled sampler dashed (Figure 4);
     learner tied to the sampler dotted; a replicate (cut/re-run) dash-dotted. The data seed is the
@@ -153,9 +160,8 @@ def default_linestyle(settings: Mapping[str, Any]) -> str:
         return "-."
     if settings.get("Tl") == "tied":
         return ":"
-    if settings.get("correction") == "none":
-        return "--"
-    if settings.get("correction") == "mu_grpo" and L.tb_initial(settings) < 1.0:
+    correction = corrections.get(settings.get("correction"))
+    if correction is not None and correction.is_dashed(L.tb_initial(settings)):
         return "--"
     return "-"
 
@@ -455,7 +461,7 @@ def fig2(
         for e in entries
         if L.tb_kind(e[0]) == "fixed"
         and any(abs(L.tb_initial(e[0]) - t) < 1e-9 for t in FIG2_TB)
-        and e[0].get("correction") != "mu_grpo"
+        and not _own_loss(e[0])
         and not e[0].get("replicate")
     ]
     drawn_ids = {id(e) for e in drawn}
@@ -586,38 +592,40 @@ def fig3(
     _save(fig, outputs, provenance, "Figure 3: Qwen2.5-Math-7B on GSM8K", both)
 
 
-MU_GRPO_FRACTIONS = (("veto_frac", "-", "vetoed responses"), ("ratio_clip_frac", ":", "clipped tokens (rho > 5)"))
+def _signals_panel(ax: Axes, entries: Sequence[RunEntry], title: str) -> None:
+    """The columns only a run's correction logs (its registry entry's signals), per step: for mu-GRPO the
+    veto fraction (of responses) and ratio-clip fraction (of tokens), the appendix's "the logged veto and
+    clip fractions confirm that the rule is active".
 
-
-def _mu_grpo_panel(ax: Axes, entries: Sequence[RunEntry], title: str) -> None:
-    """mu-GRPO's logged veto fraction (of responses) and ratio-clip fraction (of tokens) per step:
-    the appendix's "the logged veto and clip fractions confirm that the rule is active".
-
-    Line style says which fraction (solid: vetoed, dotted: clipped); green as in panels a/b, darker
-    for the uncooled sampler, lighter for a cooled one; the seeds of an arm share a legend entry.
+    Line style says which signal (mu-GRPO: solid vetoed, dotted clipped); the correction's colour as in
+    panels a/b, darker for the uncooled sampler, lighter for a cooled one; the seeds of an arm share a
+    legend entry.
     """
-    mu = [e for e in entries if e[0].get("correction") == "mu_grpo"]
+    drawn = [e for e in entries if (c := corrections.get(e[0].get("correction"))) is not None and c.signals]
     top = 0.0
-    for settings, metrics, _ in mu:
+    for settings, metrics, _ in drawn:
         if metrics is None or metrics.empty:
             continue
-        cooled = L.tb_initial(settings) < 1.0
-        colour = P.shade(P.MU_GRPO, 1.45) if cooled else P.shade(P.MU_GRPO, 0.8)
-        for column, ls, what in MU_GRPO_FRACTIONS:
-            if column not in metrics.columns:
+        correction = corrections.get(settings.get("correction"))
+        assert correction is not None
+        base = correction.colour or P.tb_colour(settings)
+        colour = P.shade(base, 1.45) if L.tb_initial(settings) < 1.0 else P.shade(base, 0.8)
+        for signal in correction.signals:
+            if signal.column not in metrics.columns:
                 continue
-            y = pd.to_numeric(metrics[column], errors="coerce").to_numpy(dtype="float64")
+            y = pd.to_numeric(metrics[signal.column], errors="coerce").to_numpy(dtype="float64")
             top = max(top, float(np.nanmax(y))) if np.isfinite(y).any() else top
-            label = f"{L.tb_label(settings)}: {what}"
-            ax.plot(metrics["step"].to_numpy(), y, color=colour, ls=ls, lw=0.9, label=label)
-    _refresh(ax, mu or entries)
+            label = f"{L.tb_label(settings)}: {signal.legend}"
+            ax.plot(metrics["step"].to_numpy(), y, color=colour, ls=signal.linestyle, lw=0.9, label=label)
+    _refresh(ax, drawn or entries)
     ax.set_xlim(0, _max_steps(entries))
     ax.set_ylim(0.0, max(top, 1e-3) * 1.1)
     ax.set_xlabel("step")
     ax.set_ylabel("fraction (responses vetoed / tokens clipped)")
     ax.set_title(title, fontsize=S.TITLE_PT, loc="left")
-    if not mu:
-        ax.text(0.5, 0.5, "no mu-GRPO run selected", transform=ax.transAxes, ha="center", fontsize=S.TEXT_PT)
+    if not drawn:
+        named = ", ".join(c.label for c in corrections.corrections() if c.signals)
+        ax.text(0.5, 0.5, f"no {named} run selected", transform=ax.transAxes, ha="center", fontsize=S.TEXT_PT)
 
 
 def fig4(
@@ -635,7 +643,7 @@ def fig4(
     fig, ax = P.new_figure(15, 3.8, L.availability_notes(e), ncols=3, caption=caption)
     _acc_panel(ax[0, 0], e, panel_title("a", e), correction=True)
     _kl_panel(ax[0, 1], e, panel_title("b", e), options, correction=True)
-    _mu_grpo_panel(ax[0, 2], e, "(c) mu-GRPO: vetoed responses, clipped tokens")
+    _signals_panel(ax[0, 2], e, "(c) mu-GRPO: vetoed responses, clipped tokens")
     fig.subplots_adjust(wspace=0.32)
     _save(fig, outputs, provenance, "Figure 4: lower learning rate, mu-GRPO and cooling", e)
 
@@ -819,7 +827,8 @@ def guard_frontier(
     for (corr, tb), group in arms.groupby(["correction", "Tb"], sort=False, dropna=False):
         colour = P.tb_colour({"Tb": tb, "Tb_initial": tb})
         name = f"{L.correction_label({'correction': corr})}, Tb {tb:g}" if isinstance(tb, (int, float)) else str(corr)
-        dashes = "--" if corr == "none" else "-"
+        c = corrections.get(corr)
+        dashes = "--" if c is not None and c.is_dashed(tb if isinstance(tb, (int, float)) else 1.0) else "-"
         fixed = group[group["refresh"] == "fixed"]
         if len(fixed):
             style = {"color": colour, "marker": "o", "markersize": 5, "linestyle": dashes}

@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from coolsampler.results.analysis import LENGTH_UNKNOWN
+from coolsampler.spec import corrections
 from coolsampler.spec.metrics_schema import KL_COLUMNS
 from coolsampler.spec.settings import MODELS, PAPER_RECIPE
 from coolsampler.spec.temperature import Temperature, num
@@ -20,8 +21,6 @@ from coolsampler.spec.temperature import Temperature, num
 DEFAULT_LR = PAPER_RECIPE["lr"]  # the paper's learning rate ("2e-6 unless stated"): labels name only other values
 DASH = "–"
 
-CORRECTION_LABELS = {"tis": "TIS", "none": "no correction", "mu_grpo": "mu-GRPO"}
-TABLE_CORRECTION_LABELS = {"tis": "TIS", "none": "none", "mu_grpo": "mu-GRPO"}  # Table 4's column
 TASK_LABELS = {"gsm8k": "GSM8K", "math": "MATH", "arith": "arith"}
 
 
@@ -85,8 +84,15 @@ def setting_row(settings: Mapping[str, Any]) -> str:
 
 
 def correction_label(settings: Mapping[str, Any]) -> str:
-    c = str(settings.get("correction", ""))
-    return CORRECTION_LABELS.get(c, c)
+    """The correction's legend name (its registry entry's label), or the name as given when unknown."""
+    c = corrections.get(settings.get("correction"))
+    return c.label if c is not None else str(settings.get("correction", ""))
+
+
+def table_correction_label(name: Any) -> str:
+    """Table 4's 'Correction' cell: the registry entry's table label, or the name as given when unknown."""
+    c = corrections.get(name)
+    return c.table_label if c is not None else str(name)
 
 
 def arm_label(settings: Mapping[str, Any]) -> str:
@@ -136,7 +142,7 @@ def run_name(settings: Mapping[str, Any]) -> str:
     """'7B, GSM8K, N=144, seed 1 (cut)' as Table 3 names runs."""
     N, seed = int(settings.get("N", 0)), settings.get("seed")
     out = ", ".join([*model_task_labels(settings), f"N={N}, seed {seed}"])
-    if settings.get("correction") not in (None, "tis"):
+    if not corrections.is_standard(settings.get("correction")):
         out += f", {correction_label(settings)}"
     if settings.get("replicate"):
         out += f" ({settings['replicate']})"
@@ -232,7 +238,6 @@ KL_SOURCE_NOTE = {
 
 
 __all__ = [
-    "CORRECTION_LABELS",
     "DASH",
     "DEFAULT_LR",
     "KL_ESTIMATORS",
@@ -241,6 +246,7 @@ __all__ = [
     "arm_label",
     "availability_notes",
     "correction_label",
+    "table_correction_label",
     "lr_text",
     "model_label",
     "run_label",

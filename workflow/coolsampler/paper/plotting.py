@@ -29,6 +29,7 @@ from matplotlib.lines import Line2D
 from coolsampler.paper import style as S
 from coolsampler.paper.labels import DEFAULT_LR, tb_initial, tb_kind
 from coolsampler.results.analysis import KL_LEAD_NAT, nat_text
+from coolsampler.spec import corrections
 from coolsampler.spec.provenance import Provenance
 
 # --------------------------------------------------------------------------------------------------
@@ -50,7 +51,6 @@ KIND_COLOURS: dict[str, str] = {
     "saturation+kl": "#bcbd22",  # olive
     "kl_cooling": "#393b79",  # indigo
 }
-MU_GRPO = "#2ca02c"  # green: Figure 4 draws mu-GRPO in green (solid Tb = 1, dashed 0.8)
 OTHER = "#555555"
 REFRESH_GREY = "#9a9a9a"
 
@@ -74,12 +74,14 @@ def shade(colour: str, factor: float) -> tuple[float, float, float]:
 
 
 def run_colour(settings: Mapping[str, Any]) -> Any:
-    """Colour of a run: its temperature colour; green for mu-GRPO; shaded for a non-default lr.
+    """Colour of a run: its correction's colour where the registry gives one (mu-GRPO's green), else its
+    temperature colour; shaded for a non-default lr.
 
     A lower learning rate is drawn lighter, a higher one darker, so Figure 4's three uncooled TIS
     learning rates stay orange (same sampler) yet remain distinguishable.
     """
-    base = MU_GRPO if settings.get("correction") == "mu_grpo" else tb_colour(settings)
+    correction = corrections.get(settings.get("correction"))
+    base = correction.colour if correction is not None and correction.colour else tb_colour(settings)
     lr = float(settings.get("lr", DEFAULT_LR))
     if abs(lr - DEFAULT_LR) <= 1e-12:
         return base

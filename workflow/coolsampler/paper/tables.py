@@ -30,13 +30,13 @@ import pandas as pd
 from coolsampler.paper.labels import (
     DASH,
     DEFAULT_LR,
-    TABLE_CORRECTION_LABELS,
     arm_label,
     lr_text,
     model_label,
     model_task_labels,
     run_name,
     seed_text,
+    table_correction_label,
     task_label,
     tb_initial,
     tb_kind,
@@ -47,6 +47,7 @@ from coolsampler.paper.writers import write_table
 from coolsampler.results import analysis as A
 from coolsampler.results.analysis import cycle_readings, recovers_later, summarize_run
 from coolsampler.results.guard import run_refreshes
+from coolsampler.spec import corrections
 from coolsampler.spec.metrics_schema import RunStatus
 from coolsampler.spec.provenance import Provenance
 
@@ -79,11 +80,10 @@ def arm_key(settings: Mapping[str, Any]) -> tuple[Any, ...]:
 
 
 def _arm_sort(settings: Mapping[str, Any]) -> tuple[Any, ...]:
-    corr = {"tis": 0, "mu_grpo": 1, "none": 2}.get(str(settings.get("correction")), 3)
     return (
         str(settings.get("model")),
         str(settings.get("task")),
-        corr,
+        corrections.order(settings.get("correction")),
         -float(settings.get("lr", DEFAULT_LR)),
         int(settings.get("N", 0)),
         tb_kind(settings) != "fixed",
@@ -446,7 +446,7 @@ def table3_frames(entries: Sequence[RunEntry], cycles: int = 2) -> tuple[pd.Data
             name = rows[0]["run"]
             if merge:
                 name = ", ".join([*model_task_labels(s0), f"N={int(s0.get('N', 0))}, {len(rows)} seeds"])
-                if s0.get("correction") not in (None, "tis"):
+                if not corrections.is_standard(s0.get("correction")):
                     name += f", {arm_label(s0)}"
 
             def pair(col: str, fmt: Callable[[Any], str], rows: list[dict[str, Any]] = rows) -> str:
@@ -491,7 +491,6 @@ def table3(
 # --------------------------------------------------------------------------------------------------
 # Table 4: every run
 
-_CORRECTION_ORDER = {"tis": 0, "mu_grpo": 1, "none": 2}
 _REPLICATE_ORDER = {None: 0, "": 0, "cut": 1, "rerun": 2}
 
 
@@ -508,7 +507,7 @@ def table4_order(settings: Mapping[str, Any]) -> tuple[Any, ...]:
         str(settings.get("task")),
         int(settings.get("N", 0)),
         float(settings.get("lr", DEFAULT_LR)),
-        _CORRECTION_ORDER.get(str(settings.get("correction")), 3),
+        corrections.order(settings.get("correction")),
         tb_kind(settings) != "fixed",
         tb_initial(settings),
         tb_kind(settings),
@@ -559,7 +558,7 @@ def table4_frames(entries: Sequence[RunEntry]) -> tuple[pd.DataFrame, pd.DataFra
                 "Task": row["task"],
                 "N": str(row["N"]),
                 "lr": lr_text(row["lr"]),
-                "Correction": TABLE_CORRECTION_LABELS.get(str(row["correction"]), str(row["correction"])),
+                "Correction": table_correction_label(row["correction"]),
                 "Tb": row["Tb"],
                 "Tl": row["Tl"],
                 "Seed": seed_text(st),

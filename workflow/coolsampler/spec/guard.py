@@ -51,6 +51,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from coolsampler.spec import corrections
 from coolsampler.spec.diagnostics import (
     BY_NAME,
     ROBUST_WINDOW,
@@ -209,31 +210,14 @@ def schedule_token(schedule: Iterable[int]) -> str:
 # --------------------------------------------------------------------------------------------------
 # Which signals a correction logs
 
-# The diagnostics verl does not compute under a correction (``coolsampler.spec.metrics_schema``): the
-# IS-weight rows exist only where verl applies IS weights (tis); mu-GRPO runs in bypass mode, which skips
-# the learner's old-log-prob pass and with it the probability gap (its loss logs the KL, k3, chi^2 and
-# log-ppl rows, under actor/). A guard on such a signal would never read a value and refresh every N
-# steps under a key that names a guard, so the pairing is refused.
-UNLOGGED: dict[str, tuple[str, ...]] = {
-    "none": ("ess", "is_high", "is_low"),
-    "mu_grpo": ("ess", "is_high", "is_low", "probs_diff"),
-}
 
-
-def correction_of(rollout_correction: Mapping[str, Any] | None) -> str:
-    """The correction (``UNLOGGED``'s names) that verl's ``algorithm.rollout_correction`` section runs:
-    bypass mode skips the learner's old-log-prob pass, as ``mu_grpo`` does (so its rows go unlogged
-    too); IS weights without it are ``tis``; neither (verl's default, ``rollout_is: null``) is ``none``."""
-    section = rollout_correction or {}
-    if section.get("bypass_mode", False):
-        return "mu_grpo"
-    return "none" if section.get("rollout_is", None) is None else "tis"
-
-
-def check_signal_logged(signal: str, correction: str) -> None:
-    """A ValueError (one line) when ``correction``'s runs never log the guard's ``signal``."""
-    if signal in UNLOGGED.get(correction, ()):
-        allowed = ", ".join(n for n in BY_NAME if n not in UNLOGGED[correction])
+def check_signal_logged(signal: str, correction: str | None) -> None:
+    """A ValueError (one line) when ``correction``'s runs never log the guard's ``signal`` (its registry
+    entry's ``unlogged``, ``coolsampler.spec.corrections``): a guard on such a signal would never read a
+    value and refresh every N steps under a key that names a guard, so the pairing is refused."""
+    c = corrections.get(correction)
+    if c is not None and signal in c.unlogged:
+        allowed = ", ".join(n for n in BY_NAME if n not in c.unlogged)
         raise ValueError(
             f"guard.signal: {signal} is not logged under correction {correction}; allowed with it: {allowed}"
         )
@@ -426,13 +410,11 @@ __all__ = [
     "GUARD_TOKEN_RE",
     "REASONS",
     "SCHEDULE_TOKEN_RE",
-    "UNLOGGED",
     "Decision",
     "GuardSpec",
     "RefreshGate",
     "check_schedule",
     "check_signal_logged",
-    "correction_of",
     "default_window",
     "gate_active",
     "longest_interval",

@@ -7,7 +7,7 @@ predates it). The parser
 (``coolsampler.results.metrics``) fills it from verl's JSONL; the analysis reads nothing else.
 Run-level facts (finished or not, why) live in the table's metadata (see ``RunStatus``).
 
-Imports nothing of the package and no heavy stack.
+Imports only the correction registry of the package (for the columns one correction logs), and no heavy stack.
 """
 
 from __future__ import annotations
@@ -16,6 +16,8 @@ import fnmatch
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
+
+from coolsampler.spec.corrections import corrections, signal_columns
 
 # A validation set may score a copy of its prompts by sampling (a generated world's ``sampled_val``): its
 # rows carry the data source ``<source>`` + SAMPLED_SUFFIX, so verl logs them apart. A wildcard source
@@ -101,12 +103,8 @@ COLUMNS: dict[str, tuple[str, str, tuple[str, ...]]] = {
         ("rollout_corr/rollout_is_ratio_fraction_high",),
     ),
     "kl_to_init": ("float64", "learner KL to the initial (reference) policy", ("actor/kl_loss",)),
-    "veto_frac": ("float64", "mu-GRPO: fraction of responses vetoed (NaN otherwise)", ("actor/mu_grpo/veto_frac",)),
-    "ratio_clip_frac": (
-        "float64",
-        "mu-GRPO: fraction of response tokens where clip(rho, 0, 5) is active (rho > 5, A > 0; NaN otherwise)",
-        ("actor/mu_grpo/clip_frac",),
-    ),
+    # the columns only one correction logs (mu-GRPO's veto and clip fractions): its registry entry's
+    **{s.column: ("float64", s.description, s.keys) for s in signal_columns().values()},
     "temperature": ("float64", "sampler temperature used this step (mean over its prompts)", ("sampler/temperature",)),
     "temperature_min": ("float64", "lowest per-prompt sampler temperature this step", ("sampler/temperature_min",)),
     "temperature_max": ("float64", "highest per-prompt sampler temperature this step", ("sampler/temperature_max",)),
@@ -277,8 +275,11 @@ PROVIDED_BY: dict[str, str] = {
     "grad_norm": "verl's default (actor/grad_norm)",
     "is_cap_frac": _ROLLOUT_CORR,
     "kl_to_init": "actor_rollout_ref.actor.use_kl_loss=True (verl logs actor/kl_loss)",
-    "veto_frac": _PATCHED.format(keys="actor/mu_grpo/*") + ", correction mu-grpo only",
-    "ratio_clip_frac": _PATCHED.format(keys="actor/mu_grpo/*") + ", correction mu-grpo only",
+    **{
+        s.column: _PATCHED.format(keys=", ".join(s.keys)) + f", correction {c.name} only"
+        for c in corrections()
+        for s in c.signals
+    },
     "temperature": _PATCHED.format(keys="sampler/temperature"),
     "temperature_min": _PATCHED.format(keys="sampler/temperature"),
     "temperature_max": _PATCHED.format(keys="sampler/temperature"),

@@ -9,6 +9,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from coolsampler.spec.corrections import NAMES
+
 
 @dataclass(frozen=True)
 class Task:
@@ -119,7 +121,7 @@ MODELS: dict[str, Model] = {
     "toy-qwen2": Model("toy-qwen2", "generated", "~0.2M", 0.0002),
 }
 
-CORRECTIONS = ("tis", "none", "mu_grpo")
+CORRECTIONS = NAMES  # the registry's built-in corrections (coolsampler.spec.corrections)
 # The saturation controller (coolsampler.worker.controller): one run-wide temperature (default) or one
 # per prompt identity, and when a group counts as saturated (default first). Run-wide is the default
 # because only state that carries across prompts can move in a paper run: 300 steps of 16 prompts visit

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from coolsampler.spec import corrections
 from coolsampler.spec.metrics_schema import COLUMNS
 
 
@@ -66,7 +67,7 @@ def make_metrics(
     entropy = np.where(collapsed, 1.2, entropy)
     clip = np.clip(0.15 * np.exp(-age / 30.0) + 0.02 + np.where(collapsed, 0.8, 0.0), 0.0, 1.0)
     reward = np.clip(np.where(collapsed, 0.15, clean) + rng.normal(0.0, 0.01, last), 0.0, 1.0)
-    mu = correction == "mu_grpo"
+    own = {s.column for s in c.signals} if (c := corrections.get(correction)) is not None else set()
     # mu-GRPO's veto and ratio clip grow with the mismatch: a few percent late in a cycle (Sec 4)
     veto = np.clip(0.05 * age / max(N - 1, 1) * (1.0 if Tb >= 1.0 else 0.5), 0.0, 1.0)
     k1 = kl + rng.normal(0.0, k1_noise, last) if k1_noise else kl
@@ -91,8 +92,8 @@ def make_metrics(
         "grad_norm": 0.3 + 0.1 * rng.random(last) + np.where(collapsed, 3.0, 0.0),
         "is_cap_frac": np.clip(0.05 * kl, 0.0, 1.0),
         "kl_to_init": 1.2e-4 * t * (0.4 if Tb < 1.0 else 1.0),
-        "veto_frac": veto if mu else np.full(last, np.nan),
-        "ratio_clip_frac": 0.2 * veto if mu else np.full(last, np.nan),
+        "veto_frac": veto if "veto_frac" in own else np.full(last, np.nan),
+        "ratio_clip_frac": 0.2 * veto if "ratio_clip_frac" in own else np.full(last, np.nan),
         "temperature": np.full(last, float(Tb)) if Tb_end is None else np.linspace(Tb, Tb_end, steps)[:last],
     }
     data["temperature_min"] = data["temperature_max"] = data["temperature"]  # one T per step here
@@ -119,7 +120,7 @@ def diagnostic_columns(kl: np.ndarray, correction: str, rng: np.random.Generator
     chi2 = np.expm1(np.minimum(2.0 * kl, 40.0)) * spike  # log rho clamped to +-20 as verl does
     chi2_seq = np.expm1(np.minimum(8.0 * kl * spike, 40.0))  # a response of ~8 tokens, clamped as verl does
     ess = 1.0 / (1.0 + np.minimum(chi2, 3.0))  # capped weights: the ESS fraction stays above 1/4
-    tis = correction == "tis"
+    tis = (c := corrections.get(correction)) is not None and c.is_weights
     out = {
         "chi2_token": chi2,
         "chi2_seq": chi2_seq,
@@ -360,7 +361,8 @@ def write_study_results(study: Any, *, seed: int = 0, k1_noise: float = 0.0007) 
         d.mkdir(parents=True, exist_ok=True)
         steps, val_every = int(run.steps), int(run.val_every)
         collapse = None
-        if run.correction == "none" and run.N * 2 >= steps:
+        uncorrected = (c := corrections.get(run.correction)) is not None and not c.corrects
+        if uncorrected and run.N * 2 >= steps:
             collapse = (steps * 7 // 8) // val_every * val_every
         df = make_metrics(
             run.N, steps, val_every, run.Tb.initial, collapse, seed=seed + 97 * i + run.seed,

@@ -14,6 +14,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from coolsampler.spec import corrections
 from coolsampler.spec.guard import GuardSpec
 from coolsampler.spec.registry import reward_target
 from coolsampler.spec.settings import (
@@ -198,16 +199,10 @@ def verl_overrides(
     if run.model_info.revision is not None:  # prefetched on the submitting host: never reach the hub
         o[RAY_ENV + "HF_HUB_OFFLINE"] = _Quoted("1")
         o[RAY_ENV + "TRANSFORMERS_OFFLINE"] = _Quoted("1")
-    # correction
-    if run.correction == "tis":
-        o["algorithm.rollout_correction.rollout_is"] = "token"
-        o["algorithm.rollout_correction.rollout_is_threshold"] = PAPER_RECIPE["tis_cap"]
-    elif run.correction == "none":
-        o["algorithm.rollout_correction.rollout_is"] = None
-    elif run.correction == "mu_grpo":
-        o["algorithm.rollout_correction.rollout_is"] = None
-        o["algorithm.rollout_correction.bypass_mode"] = True  # old log-prob := the sampler's
-        o["actor_rollout_ref.actor.policy_loss.loss_mode"] = "mu_grpo"
+    # correction: its registry entry's keys (coolsampler.spec.corrections)
+    correction = corrections.get(run.correction)
+    if correction is not None:
+        o.update(correction.verl_overrides(PAPER_RECIPE))
     # the paper's 4-GPU setting (GPUs and TP from the model's size, coolsampler.spec.settings); other platforms
     # substitute a named set of these (coolsampler.train.platform)
     model = run.model_info
@@ -269,8 +264,7 @@ def key_held_overrides() -> frozenset[str]:
         replace(base, guard=GuardSpec("probs_diff", 0.1, 5, 1)),
         replace(base, schedule=(2, 3)),
         replace(base, lr=2e-4),
-        replace(base, correction="none"),
-        replace(base, correction="mu_grpo"),
+        *(replace(base, correction=c.name) for c in corrections.corrections() if c.name != base.correction),
         replace(base, Tb=Temperature("fixed", 0.8)),
         replace(base, Tb=Temperature("linear", 0.8, 1.0)),
         replace(base, Tb=Temperature("saturation", 0.8, None, True, "per_prompt", "all_equal")),

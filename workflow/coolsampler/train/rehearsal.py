@@ -40,6 +40,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from coolsampler.spec import corrections
 from coolsampler.spec.guard import GuardSpec
 from coolsampler.spec.study import Run, Study
 from coolsampler.spec.targets import panel_filters
@@ -138,15 +139,21 @@ def two_rank_arms(study: Study) -> list[Run]:
     controller = first(lambda r: r.Tb.kind == "saturation" and r.Tb.kl_gate) or first(
         lambda r: r.Tb.kind in ("saturation", "kl_cooling")
     )
-    mu = first(lambda r: r.correction == "mu_grpo")
-    return [r for r in (controller, mu) if r is not None]
+    own_loss = first(lambda r: (c := corrections.get(r.correction)) is not None and c.loss is not None)
+    return [r for r in (controller, own_loss) if r is not None]
+
+
+def _is_weighted(run: Run) -> bool:
+    """The run's correction applies IS weights (TIS): every guard signal is logged under it."""
+    c = corrections.get(run.correction)
+    return c is not None and c.is_weights
 
 
 def two_rank_guard_arm(study: Study) -> Run | None:
     """The two-rank guard arm: the study's first guard run, else its first fixed-temperature TIS run,
     with the rehearsal's guard (``TWO_RANK_GUARD``, N ``TWO_RANK_GUARD_N``) and the two-rank steps."""
     base = next((r for r in study.runs if r.guard is not None), None) or next(
-        (r for r in study.runs if r.correction == "tis" and r.Tb.kind == "fixed" and r.schedule is None), None
+        (r for r in study.runs if _is_weighted(r) and r.Tb.kind == "fixed" and r.schedule is None), None
     )
     if base is None:
         return None

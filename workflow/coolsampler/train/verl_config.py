@@ -278,7 +278,7 @@ def _check_runtime(config: DictConfig, world: int, use_ref: bool) -> None:
     from verl.trainer.ppo.core_algos import get_adv_estimator_fn, get_policy_loss_fn
     from verl.trainer.ppo.reward import get_custom_reward_fn
 
-    import coolsampler.worker.losses  # noqa: F401  (registers mu_grpo, as VERL_USE_EXTERNAL_MODULES does)
+    import coolsampler.worker.losses  # noqa: F401  (registers the corrections' policy losses, as VERL_USE_EXTERNAL_MODULES does)
 
     actor = config.actor_rollout_ref.actor
     if not actor.use_dynamic_bsz:

@@ -32,11 +32,11 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
+from coolsampler.spec.corrections import correction_of
 from coolsampler.spec.guard import (
     RefreshGate,
     check_schedule,
     check_signal_logged,
-    correction_of,
     gate_active,
     make_gate,
 )
