@@ -190,17 +190,6 @@ def accuracy_axis(ax: Axes, *, label: str = "validation accuracy") -> None:
     ax.set_ylim(0.0, 1.0)
 
 
-def dedup_legend(ax: Axes, **kw: Any) -> None:
-    """A legend with one entry per label (several seeds of one arm share a label and a colour)."""
-    handles, labels = ax.get_legend_handles_labels()
-    seen: dict[str, Any] = {}
-    for h, lab in zip(handles, labels, strict=True):
-        if lab and not lab.startswith("_"):
-            seen.setdefault(lab, h)
-    if seen:
-        ax.legend(seen.values(), seen.keys(), fontsize=S.SMALL_PT, frameon=False, **kw)
-
-
 # reference entries go last, in this order, after the runs and the seeds
 _REFERENCE_LABELS = (ONE_NAT_LABEL, REFRESH_LABEL, FLOOR_LABEL)
 
@@ -426,7 +415,6 @@ __all__ = [
     "accuracy_axis",
     "caption_lines",
     "clip_to_floor",
-    "dedup_legend",
     "figure_legend",
     "kl_axis",
     "log_limits",
