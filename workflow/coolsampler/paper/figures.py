@@ -10,41 +10,8 @@ target's validated ``options:`` from the study (``coolsampler.spec.targets.OPTIO
 metrics are missing or whose log is incomplete is drawn as far as it goes and *named* in a red
 "runs missing/unfinished" note on the figure (tables: ``note`` column).
 
-Panel names per target, for the study config's ``figures:`` block (target -> panel -> settings
-filter, or a list of filters whose runs are combined; a list value inside a filter means "any of";
-the reserved key ``options`` is not a panel, see ``coolsampler.spec.targets``).
-
-=======  ==========  ========================================================================
-target   panels      what the filter should select (paper caption)
-=======  ==========  ========================================================================
-fig1     a, b        a: 1.5B GSM8K N=192 TIS, Tb 1.0 (3 seeds), 0.8 (3 seeds + tied), 0.9 --
-                     validation accuracy. b: the seed-1 runs of each temperature -- KL (log).
-fig2     a           every run to compare: TIS, fixed Tb 1.0 and 0.8, all model/task/N rows.
-                     Draws both subpanels (KL at step 110/60; first step KL > 0.1). Runs with
-                     another temperature are named in the note as not drawn.
-fig3     a, b        7B GSM8K. a: N=144, seeds 1 and 43 (seed order -> solid, dashed).
-                     b: N=192. Validation accuracy.
-fig4     a           1.5B GSM8K N=192 seeds 43/44: TIS Tb=1 at lr 2e-6/1.5e-6/1e-6, cooled TIS,
-                     mu-GRPO Tb 1.0 and 0.8. Draws accuracy (a), KL (b) and mu-GRPO's logged
-                     veto and ratio-clip fractions (c).
-fig5     a, b, c     a: 1.5B GSM8K N=288 all temperatures; b: MATH lr 4e-6 N=288;
-                     c: MATH lr 2e-6 N=192. Validation accuracy.
-fig6     a, b        a: 1.5B GSM8K N=96: correction none (cooled, 3 seeds + kl_cooling),
-                     cooled TIS, uncooled TIS. b: MATH N=96. Accuracy; no correction dashed.
-fig7     a, b        a: N=96 controllers (saturation with/without KL gate), linear schedule,
-                     doubled lr, plus fixed-Tb references; b: N=192 controller (+ references).
-                     Accuracy (top) and the sampler temperature actually used (bottom:
-                     mean over the step's prompts, min-max shaded; a fixed Tb as a flat line).
-fig8     a           every 7B run at N=144, including the cut replicate. Accuracy, KL,
-                     entropy, clip fraction, reward and gradient norm.
-table1   rows        1.5B GSM8K seeds 43/44: TIS Tb 1.0/0.8 at N=96 and 192, TIS Tb=1 at lr
-                     1.5e-6 and 1e-6 (N=192). One row per arm.
-table2   rows        every run of the study: the table lists those that degrade (decided from the
-                     data) and the runs they are compared with; stable arms say so.
-table3   rows        runs for the cycle-aligned readings (7B N=144; 1.5B N=192 Tb 0.8); an arm
-                     of three or more seeds is one row with ranges, the CSV one row per run.
-table4   rows        every run of the study.
-=======  ==========  ========================================================================
+The panels of each target, and what a study's filter for each should select, are the registry's
+(``coolsampler.spec.targets``: ``Target.panels`` and ``panel_help``; docs/figures/ is written from it).
 
 Colours are fixed per sampler temperature across all figures (``coolsampler.paper.plotting``); grey
 vertical lines are the refreshes (multiples of N); KL axes are logarithmic with a dashed 1-nat line.
@@ -58,6 +25,7 @@ Imports matplotlib (through ``coolsampler.paper.plotting``), never verl, vLLM or
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -83,6 +51,7 @@ from coolsampler.results.analysis import (
 from coolsampler.results.guard import frontier_arms, frontier_table, largest_safe_N
 from coolsampler.spec import corrections
 from coolsampler.spec.provenance import Provenance
+from coolsampler.spec.targets import TARGETS
 
 Options = Mapping[str, Any]
 
@@ -575,23 +544,6 @@ def fig2_step_text(Ns: Sequence[int]) -> str:
     return ", ".join(f"step {step} (N={'/'.join(map(str, ns))})" for step, ns in sorted(by_step.items(), reverse=True))
 
 
-def fig3(
-    panels: Panels,
-    provenance: Provenance,
-    outputs: Sequence[str | Path],
-    options: Options | None = None,
-    *,
-    selection: Mapping[str, Any] | None = None,
-) -> None:
-    """7B GSM8K: (a) N=144 and (b) N=192 validation accuracy, line style by data seed."""
-    both = _unique_entries(panels, ["a", "b"])
-    fig, ax = P.new_figure(10, 3.4, L.availability_notes(both), ncols=2, caption=_caption(selection, ["a", "b"]))
-    for i, name in enumerate(["a", "b"]):
-        e = panels.get(name, [])
-        _acc_panel(ax[0, i], e, panel_title(name, e))
-    _save(fig, outputs, provenance, "Figure 3: Qwen2.5-Math-7B on GSM8K", both)
-
-
 def _signals_panel(ax: Axes, entries: Sequence[RunEntry], title: str) -> None:
     """The columns only a run's correction logs (its registry entry's signals), per step: for mu-GRPO the
     veto fraction (of responses) and ratio-clip fraction (of tokens), the appendix's "the logged veto and
@@ -648,41 +600,41 @@ def fig4(
     _save(fig, outputs, provenance, "Figure 4: lower learning rate, mu-GRPO and cooling", e)
 
 
-def fig5(
+def accuracy_row(
     panels: Panels,
     provenance: Provenance,
     outputs: Sequence[str | Path],
     options: Options | None = None,
     *,
     selection: Mapping[str, Any] | None = None,
+    target: str,
 ) -> None:
-    """Boundaries: (a) N=288, (b) MATH at doubled lr, (c) MATH at the standard lr; accuracy."""
-    names = ["a", "b", "c"]
+    """Validation accuracy, one panel per panel of ``target`` side by side, under its registry title
+    (``coolsampler.spec.targets``): Figures 3, 5 and 6. Where the panels differ in learning rate, every
+    title names its own (Figure 5's MATH panels differ by lr alone); where the runs span several
+    corrections, the legend names each run's (Figure 6: no correction dashed)."""
+    names = list(TARGETS[target].panels)
     every = _unique_entries(panels, names)
-    fig, ax = P.new_figure(13, 3.4, L.availability_notes(every), ncols=3, caption=_caption(selection, names))
+    fig, ax = P.new_figure(
+        4 + 3 * len(names), 3.4, L.availability_notes(every), ncols=len(names), caption=_caption(selection, names)
+    )
+    lrs = {_common(panels.get(n, []), "lr") for n in names if panels.get(n)}
+    corrections_drawn = {e[0].get("correction") for e in every}
     for i, name in enumerate(names):
         e = panels.get(name, [])
-        lr = _common(e, "lr")  # (b) and (c) differ by lr: name it even where it is the default
-        extra = f"lr {L.lr_text(lr)}" if lr is not None and abs(float(lr) - L.DEFAULT_LR) <= 1e-12 else ""
-        _acc_panel(ax[0, i], e, panel_title(name, e, extra))
-    _save(fig, outputs, provenance, "Figure 5: boundaries", every)
+        lr = _common(e, "lr")
+        extra = ""
+        if (
+            len(lrs) > 1 and lr is not None and abs(float(lr) - L.DEFAULT_LR) <= 1e-12
+        ):  # a non-default one is named anyway
+            extra = f"lr {L.lr_text(lr)}"
+        _acc_panel(ax[0, i], e, panel_title(name, e, extra), correction=len(corrections_drawn) > 1)
+    _save(fig, outputs, provenance, TARGETS[target].title, every)
 
 
-def fig6(
-    panels: Panels,
-    provenance: Provenance,
-    outputs: Sequence[str | Path],
-    options: Options | None = None,
-    *,
-    selection: Mapping[str, Any] | None = None,
-) -> None:
-    """Cooling without the importance correction: (a) GSM8K N=96, (b) MATH N=96; no correction dashed."""
-    both = _unique_entries(panels, ["a", "b"])
-    fig, ax = P.new_figure(10, 3.4, L.availability_notes(both), ncols=2, caption=_caption(selection, ["a", "b"]))
-    for i, name in enumerate(["a", "b"]):
-        e = panels.get(name, [])
-        _acc_panel(ax[0, i], e, panel_title(name, e), correction=True)
-    _save(fig, outputs, provenance, "Figure 6: cooling without the correction only delays collapse", both)
+fig3 = partial(accuracy_row, target="fig3")
+fig5 = partial(accuracy_row, target="fig5")
+fig6 = partial(accuracy_row, target="fig6")
 
 
 def _temperature_range(ax: Axes, entries: Sequence[RunEntry]) -> None:
