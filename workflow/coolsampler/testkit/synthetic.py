@@ -11,10 +11,12 @@ Imports the spec layer only (pandas, numpy); no verl, vLLM or torch.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
+import yaml
 
 from coolsampler.spec import corrections
 from coolsampler.spec.metrics_schema import COLUMNS
@@ -219,81 +221,12 @@ _DEMO: list[tuple[Any, ...]] = [
     (M7, GSM, 192, 2e-6, "tis", 0.8, 1.0, (1,), 180, 200, None),
 ]
 
-# target -> panel -> settings filter, in the form of a study config's ``figures:`` block
-DEMO_FIGURES: dict[str, dict[str, dict[str, Any]]] = {
-    "fig1": {
-        "a": {"model": M15, "task": GSM, "N": 192, "lr": 2e-6, "correction": "tis", "Tb": [1.0, 0.8, 0.9]},
-        "b": {
-            "model": M15,
-            "task": GSM,
-            "N": 192,
-            "lr": 2e-6,
-            "correction": "tis",
-            "Tb": [1.0, 0.8, 0.9],
-            "seed": 1,
-            "Tl": 1.0,
-        },  # fmt: skip
-    },
-    "fig2": {"a": {"correction": "tis", "lr": 2e-6, "Tb": [1.0, 0.8], "replicate": None}},
-    "fig3": {"a": {"model": M7, "N": 144, "replicate": None}, "b": {"model": M7, "N": 192}},
-    "fig4": {
-        "a": {
-            "model": M15,
-            "task": GSM,
-            "N": 192,
-            "seed": [43, 44],
-            "correction": ["tis", "mu_grpo"],
-            "Tb": [1.0, 0.8],
-        },  # fmt: skip
-    },
-    "fig5": {
-        "a": {"model": M15, "task": GSM, "N": 288},
-        "b": {"task": MATH, "lr": 4e-6, "N": 288},
-        "c": {"task": MATH, "lr": 2e-6, "N": 192},
-    },
-    "fig6": {
-        "a": {"model": M15, "task": GSM, "N": 96, "lr": 2e-6, "Tl": 1.0, "Tb_kind": ["fixed", "kl_cooling"]},
-        "b": {"task": MATH, "N": 96},
-    },
-    "fig7": {
-        "a": {"model": M15, "task": GSM, "N": 96, "correction": "tis", "Tl": 1.0, "seed": 1},
-        "b": {
-            "model": M15,
-            "task": GSM,
-            "N": 192,
-            "correction": "tis",
-            "Tl": 1.0,
-            "seed": 1,
-            "lr": 2e-6,
-            "Tb": [1.0, 0.8, {"controller": "saturation", "start": 0.8}],
-        },  # fmt: skip
-    },
-    "fig8": {"a": {"model": M7, "N": 144}},
-    "table1": {
-        "rows": {
-            "model": M15,
-            "task": GSM,
-            "N": [96, 192],
-            "seed": [43, 44],
-            "correction": "tis",
-            "Tb": [1.0, 0.8],
-            "Tl": 1.0,
-        }
-    },  # fmt: skip
-    "table2": {"rows": {}},  # every run: which of them degrade is read from the data
-    "table3": {
-        "rows": {
-            "model": [M7, M15],
-            "N": [144, 192],
-            "lr": 2e-6,
-            "correction": "tis",
-            "task": GSM,
-            "Tb": [1.0, 0.8],
-            "Tl": 1.0,
-            "seed": [1, 43, 44],
-        }
-    },  # fmt: skip
-    "table4": {"rows": {}},
+# target -> panel -> settings filter(s): the paper study's own ``figures:`` block, so the demo draws what
+# the study would draw from these runs; plus the guard's frontier, which is no figure of the paper (its
+# study, config/guard-calibration.yaml, selects toy-world runs), drawn here from the paper-shaped runs.
+PAPER_STUDY = Path(__file__).resolve().parents[3] / "config" / "paper.yaml"
+DEMO_FIGURES: dict[str, dict[str, Any]] = {
+    **yaml.safe_load(PAPER_STUDY.read_text())["figures"],
     "guard_frontier": {"a": {"model": M15, "task": GSM, "lr": 2e-6, "correction": "tis", "Tb": [1.0, 0.8], "Tl": 1.0}},
 }
 
@@ -327,11 +260,20 @@ def demo_panels(
     runs: list[tuple[Any, pd.DataFrame, Any]],
     figures: dict[str, dict[str, dict[str, Any]]] | None = None,
 ) -> dict[str, list[tuple[dict[str, Any], pd.DataFrame | None, Any]]]:
-    """The panels of ``target`` selected from ``runs`` by the figures block (default ``DEMO_FIGURES``)."""
+    """The panels of ``target`` selected from ``runs`` by the figures block (default ``DEMO_FIGURES``): a
+    panel's filter, or a list of filters whose runs are combined, as a study selects them."""
     from coolsampler.spec.study import matches
+    from coolsampler.spec.targets import panel_filters
 
-    spec = (figures or DEMO_FIGURES)[target]
-    return {p: [(r.settings(), m, st) for r, m, st in runs if matches(r, filt)] for p, filt in spec.items()}
+    spec = panel_filters((figures or DEMO_FIGURES)[target])
+    return {
+        p: [
+            (r.settings(), m, st)
+            for r, m, st in runs
+            if any(matches(r, f) for f in (fs if isinstance(fs, list) else [fs]))
+        ]
+        for p, fs in spec.items()
+    }
 
 
 # --------------------------------------------------------------------------------------------------
