@@ -440,3 +440,43 @@ def test_the_undone_restore_fault_gives_a_resumed_sampler_the_learner():
         t.on_init_end()
     assert calls == [("patched", 0), (None, 0), ("patched", 4)]
     assert t.sampler_version == 0
+
+
+def test_response_length_and_logprob_seqs_reach_the_check(tmp_path, monkeypatch):
+    """``--response-length`` sets the GPU recipe's max response length (the CPU stack keeps the
+    rehearsal's), and ``--logprob-seqs`` bounds the step-1 sequences recomputed with transformers."""
+    import torch
+
+    from coolsampler.cli import main
+    from coolsampler.testkit import toy
+    from coolsampler.train.rehearsal import REHEARSAL_RECIPE
+
+    seen: list[acc.Options] = []
+    monkeypatch.setattr(acc, "run_acceptance", lambda opt: seen.append(opt) or {"passed": True})
+    monkeypatch.setattr(acc, "summary_markdown", lambda summary: "")
+    argv = ["acceptance", "--out", str(tmp_path), "--response-length", "128", "--logprob-seqs", "2"]
+    assert main(argv) == 0
+    (opt,) = seen
+    assert (opt.response_length, opt.logprob_seqs) == (128, 2)
+    assert acc.acceptance_recipe("gpu", opt.response_length)["max_response_length"] == 128
+    cpu = acc.acceptance_recipe("cpu", opt.response_length)
+    assert cpu.get("max_response_length") == REHEARSAL_RECIPE.get("max_response_length")
+
+    # a step-1 tap of three responses (4, 3 and 2 tokens): two are read with --logprob-seqs 2
+    model = tmp_path / "model"
+    toy.build_model(model, vocab_size=len(toy.VOCAB)).save_pretrained(model)
+    tap = tmp_path / "tap"
+    tap.mkdir()
+    lengths = (4, 3, 2)
+    mask = torch.tensor([[1] * n + [0] * (4 - n) for n in lengths])
+    torch.save(
+        {
+            "prompts": [torch.tensor([1, 2, 3])] * 3,
+            "responses": torch.full((3, 4), 4),
+            "rollout_log_probs": torch.zeros(3, 4),
+            "old_log_probs": torch.zeros(3, 4),
+            "response_mask": mask,
+        },
+        tap / "step_1.pt",
+    )
+    assert acc.logprob_errors(tap, model, tb=0.8, tl=1.0, max_seqs=opt.logprob_seqs)["tokens"] == 4 + 3
