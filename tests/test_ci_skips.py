@@ -8,7 +8,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.conftest import CI_ALLOWED_SKIPS, ci_refuses
+import pytest
+
+from tests.conftest import CI_ALLOWED_SKIPS, ci_refuses, pytest_collection_modifyitems
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -34,3 +36,20 @@ def test_a_skip_fails_a_ci_run_and_an_allowed_one_does_not(tmp_path: Path) -> No
     env["CI"] = "false"
     res = subprocess.run([*argv, str(tmp_path)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
     assert res.returncode == 0 and "2 skipped" in res.stdout, res.stdout
+
+
+class _Item:
+    def __init__(self, nodeid: str, slow: bool) -> None:
+        self.nodeid, self.slow = nodeid, slow
+
+    def get_closest_marker(self, name: str) -> object | None:
+        return object() if name == "slow" and self.slow else None
+
+
+def test_tests_stack_holds_only_slow_tests() -> None:
+    """A test in tests/stack not marked slow stops the collection, naming it, so `pytest -m "not slow"`
+    never starts verl or vLLM and `pytest tests/stack` is part of the slow suite."""
+    ok = [_Item("tests/stack/test_a.py::test_x", True), _Item("tests/train/test_b.py::test_y", False)]
+    pytest_collection_modifyitems(None, None, ok)
+    with pytest.raises(pytest.UsageError, match=r"not marked: tests/stack/test_c.py::test_z$"):
+        pytest_collection_modifyitems(None, None, [*ok, _Item("tests/stack/test_c.py::test_z", False)])
