@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from coolsampler.cli import main
-from coolsampler.cli.analyze import expand_paths
+from coolsampler.results.own_logs import expand_paths
 from coolsampler.spec.metrics_schema import COLUMNS
 from coolsampler.spec.study import load_study
 from coolsampler.testkit.synthetic import write_study_results

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from coolsampler.cli import main
-from coolsampler.cli.analyze import analyze_report, draw, find_inputs, parse_groups
+from coolsampler.paper.own_logs import analyze_report, draw
+from coolsampler.results.own_logs import find_inputs, parse_groups
 from tests.fixtures.own_logs import BAD_KEY, HERE, KEY_DIR, KEYS, PROJECT
 
 TRACKING = HERE / "tracking" / PROJECT

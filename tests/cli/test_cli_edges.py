@@ -106,6 +106,26 @@ def test_analyze_without_validation_points_is_not_stable(tmp_path: Path, capsys)
     assert "no validation points: degradation cannot be judged" in out and "no onset" not in out
 
 
+def test_val_every_names_the_validations_a_log_lost(tmp_path: Path, capsys) -> None:
+    """--val-every tells analyze and parse which validations a run was to log, so a log that lost one is
+    not called complete; without it (and no run.yaml) the same log is judged by its steps alone."""
+    log = bare_log(tmp_path / "mine.jsonl", 40, val_every=10)
+    lines = log.read_text().splitlines()
+    rec20 = json.loads(lines[20])
+    rec20["data"] = {k: v for k, v in rec20["data"].items() if not k.startswith("val-")}
+    log.write_text("\n".join([ln for ln in lines if json.loads(ln)["step"] != 20] + [json.dumps(rec20)]) + "\n")
+    missing = "1 validation point(s) missing (first: step 20)"
+    assert main(["parse", str(log), "--steps", "40"]) == 0
+    assert missing not in capsys.readouterr().out
+    assert main(["parse", str(log), "--steps", "40", "--val-every", "10"]) == 0
+    out = capsys.readouterr().out
+    assert f"NOT complete: {missing}" in out
+    assert main(["analyze", str(log), "--steps", "40", "--val-every", "10"]) == 0
+    assert f"log: {missing}" in capsys.readouterr().out
+    assert main(["analyze", str(log), "--steps", "40"]) == 0
+    assert missing not in capsys.readouterr().out
+
+
 @pytest.mark.parametrize("command", ["analyze", "parse"])
 def test_a_missing_or_empty_file_fails(tmp_path: Path, capsys, command: str) -> None:
     code = 1 if command == "analyze" else 2

@@ -14,7 +14,7 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from coolsampler.cli.analyze import analyze
+from coolsampler.paper.own_logs import analyze
 from coolsampler.paper import labels, plotting
 from coolsampler.paper.labels import availability_notes
 from coolsampler.paper.render import load_panels, render, run_snakemake_target

@@ -52,7 +52,7 @@ def test_end_to_end_smoke_study(tmp_path):
     assert (work / diagnostics).stat().st_size > 10_000
     # coolsampler analyze on the results directory: the run read from its real log, the lead table's question
     # asked (4 steps cannot degrade: Section 2 counts onsets after step 30)
-    from coolsampler.cli.analyze import analyze_report
+    from coolsampler.paper.own_logs import analyze_report
 
     report = analyze_report([str(work / "results/tiny")])
     assert not report.errors and report.text.count("== ") == 1 and "train.jsonl" in report.text

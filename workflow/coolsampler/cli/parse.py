@@ -12,8 +12,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from coolsampler.cli.analyze import known_settings
 from coolsampler.results.metrics import parse_records
+from coolsampler.results.own_logs import known_settings
 from coolsampler.results.readers import read_records
 from coolsampler.spec.inputs import InputError
 from coolsampler.spec.metrics_schema import absent_columns, missing_text

@@ -15,7 +15,8 @@ import json
 import math
 import re
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -339,49 +340,119 @@ def is_wandb_run(path: Path) -> bool:
     return path.is_dir() and any(path.glob("*.wandb"))
 
 
+def _tensorboard(path: Path) -> bool:
+    return path.name.startswith("events.out.tfevents") or path.is_dir() and any(path.glob(TFEVENTS))
+
+
+def _store_of(path: Path) -> tuple[Path, str | None] | None:
+    """An MLflow SQLite store and the run named after its ``#`` (``mlruns.db#baseline``), or None."""
+    if path.suffix == ".db":
+        return path, None
+    if "#" in path.name and Path(str(path).rsplit("#", 1)[0]).suffix == ".db":
+        db, name = str(path).rsplit("#", 1)
+        return Path(db), name
+    return None
+
+
+def _refuse_wandb_run(path: Path) -> None:
+    raise UnreadableLog(f"{path}: {WANDB_EXPORT}")
+
+
+def _store_records(path: Path) -> tuple[Records, list[str]]:
+    db, name = _store_of(path) or (path, None)
+    runs = mlflow_db_runs(db)
+    if name is None:
+        if len(runs) != 1:
+            raise UnreadableLog(f"{db}: an MLflow store of {len(runs)} runs: name one as {db}#RUN_NAME")
+        return next(iter(runs.values()))
+    if name not in runs:
+        raise UnreadableLog(f"{db}: no MLflow run named {name!r} (runs: {', '.join(sorted(runs))})")
+    return runs[name]
+
+
+def _csv_records(path: Path) -> tuple[Records, list[str]]:
+    utf8_bytes(path)  # a CSV in another encoding: one line saying so, not a parser's error
+    if not is_wandb_csv(path):
+        raise UnreadableLog(f"{path}: a CSV with no step column; {FORMATS_LINE}")
+    by_step, problems = wandb_csv_records(read_csv(path))
+    if not by_step:
+        raise UnreadableLog(f"{path}: no training records found; {FORMATS_LINE}")
+    return by_step, problems
+
+
+def _jsonl_records(path: Path) -> tuple[Records, list[str]] | None:
+    by_step, problems = read_jsonl(path)
+    return (by_step, problems) if by_step else None
+
+
+def _flat_records(path: Path) -> tuple[Records, list[str]] | None:
+    if (flat := flat_jsonl_records(path)) is None:
+        return None
+    by_step, merged = merge_records(_training(flat[0]))
+    return by_step, flat[1] + merged
+
+
+def _console_records(path: Path) -> tuple[Records, list[str]] | None:
+    records, n = console_records(path)
+    return merge_records(_training(records)) if n else None
+
+
+def _text(path: Path) -> bool:
+    return path.is_file() or not path.exists() and _store_of(path) is None
+
+
+@dataclass(frozen=True)
+class LogFormat:
+    """One shape a run log comes in. ``detect``: whether a path may be one (cheap: its name, a file's
+    head); ``read``: its records and problems, ``None`` where the content is not this format after all (the
+    text formats are told apart only by reading); ``listed``: whether the directory walk lists a path as
+    one (stricter than ``detect`` where a file's name is all the walk looks at); ``whole``: a directory
+    that is one run, which the walk does not enter."""
+
+    name: str
+    detect: Callable[[Path], bool]
+    read: Callable[[Path], tuple[Records, list[str]] | None]
+    listed: Callable[[Path], bool]
+    whole: bool = False
+
+
+TEXT_LOGS = (".log", ".txt", ".out")
+
+
+def _listed_store(path: Path) -> bool:
+    return path.suffix == ".db" and path.stem.startswith("mlruns")  # not every SQLite file a tree holds
+
+
+def _listed_csv(path: Path) -> bool:
+    return path.suffix == ".csv" and (is_wandb_csv(path) or _utf16(path))
+
+
+def _listed_jsonl(path: Path) -> bool:
+    return path.suffix == ".jsonl" or path.suffix in (".log", ".out") and _utf16(path)
+
+# The formats in the order they are tried: the first whose ``detect`` holds and whose ``read`` takes the
+# path reads it; ``read_records`` and ``find_logs`` both go through this table.
+LOG_FORMATS: tuple[LogFormat, ...] = (
+    LogFormat("wandb run", is_wandb_run, _refuse_wandb_run, lambda p: p.is_dir() and is_wandb_run(p)),
+    LogFormat("MLflow", is_mlflow_run, mlflow_records, is_mlflow_run, whole=True),
+    LogFormat("TensorBoard", _tensorboard, tensorboard_records, lambda p: p.is_dir() and _tensorboard(p)),
+    LogFormat("MLflow", lambda p: _store_of(p) is not None, _store_records, _listed_store),
+    LogFormat("wandb CSV", lambda p: p.suffix == ".csv", _csv_records, _listed_csv),
+    LogFormat("verl JSONL", _text, _jsonl_records, _listed_jsonl),
+    LogFormat("flat JSONL", _text, _flat_records, lambda p: p.suffix == ".jsonl"),
+    LogFormat("verl console", _text, _console_records, lambda p: p.suffix in TEXT_LOGS and is_console_log(p)),
+)
+
+
 def read_records(path: str | Path) -> tuple[Records, list[str], str]:
     """verl's records of one run log, the problems met, and the format's name. Raises ``UnreadableLog``
     (one line listing the formats read) where no reader takes it."""
     p = Path(path)
-    if is_wandb_run(p):
-        raise UnreadableLog(f"{p}: {WANDB_EXPORT}")
+    for fmt in LOG_FORMATS:
+        if fmt.detect(p) and (got := fmt.read(p)) is not None:
+            return *got, fmt.name
     if p.is_dir():
-        if is_mlflow_run(p):
-            return *mlflow_records(p), "MLflow"
-        if any(p.glob(TFEVENTS)):
-            return *tensorboard_records(p), "TensorBoard"
         raise UnreadableLog(f"{p}: a directory holding no run log; {FORMATS_LINE}")
-    if p.name.startswith("events.out.tfevents"):
-        return *tensorboard_records(p), "TensorBoard"
-    if p.suffix == ".db":
-        runs = mlflow_db_runs(p)
-        if len(runs) != 1:
-            raise UnreadableLog(f"{p}: an MLflow store of {len(runs)} runs: name one as {p}#RUN_NAME")
-        return *next(iter(runs.values())), "MLflow"
-    if "#" in p.name and Path(str(p).rsplit("#", 1)[0]).suffix == ".db":
-        db, name = str(p).rsplit("#", 1)
-        runs = mlflow_db_runs(Path(db))
-        if name not in runs:
-            raise UnreadableLog(f"{db}: no MLflow run named {name!r} (runs: {', '.join(sorted(runs))})")
-        return *runs[name], "MLflow"
-    if p.suffix == ".csv":
-        utf8_bytes(p)
-        if is_wandb_csv(p):
-            by_step, problems = wandb_csv_records(read_csv(p))
-            if not by_step:
-                raise UnreadableLog(f"{p}: no training records found; {FORMATS_LINE}")
-            return by_step, problems, "wandb CSV"
-        raise UnreadableLog(f"{p}: a CSV with no step column; {FORMATS_LINE}")
-    by_step, problems = read_jsonl(p)
-    if by_step:
-        return by_step, problems, "verl JSONL"
-    flat = flat_jsonl_records(p)
-    if flat is not None:
-        by_step, merged = merge_records(_training(flat[0]))
-        return by_step, flat[1] + merged, "flat JSONL"
-    records, n = console_records(p)
-    if n:
-        return *merge_records(_training(records)), "verl console"
     raise UnreadableLog(f"{p}: no training records found; {FORMATS_LINE}")
 
 
@@ -423,39 +494,26 @@ def _walk(root: Path) -> Iterator[Path]:
 
 def find_logs(root: str | Path) -> list[Path]:
     """Every run log below a directory, each once: a run directory's ``train.jsonl`` (else its metrics
-    table), verl's file-logger JSONL (``<project>/<experiment>.jsonl``), a TensorBoard run directory,
-    an MLflow file store's run directory or SQLite store, a console log (``*.log`` with step lines) and
-    a wandb CSV export. A run directory is not walked further: its files are that run's."""
+    table), and every directory or file ``LOG_FORMATS`` lists (a wandb run is listed so that reading it
+    says how to export it; a file in another encoding, so that reading it says so). A run directory, an
+    MLflow run and a TensorBoard run are not walked further: their files are that run's."""
     out: list[Path] = []
     taken: set[Path] = set()
     for d in _walk(Path(root)):
         if any(d.is_relative_to(t) for t in taken):
             continue
         table = next((d / n for n in RUN_TABLES if (d / n).is_file()), None)
-        if table is not None:
-            out.append(table)
-            taken.add(d)
-            continue
-        if is_mlflow_run(d):
-            out.append(d)
-            taken.add(d)
-            continue
-        if any(d.glob(TFEVENTS)) or is_wandb_run(d):  # a wandb run: read to say how to export it
-            out.append(d)
+        fmt = next((f for f in LOG_FORMATS if f.listed(d)), None)
+        if table is not None or fmt is not None:
+            out.append(table or d)
+            if table is not None or fmt.whole:
+                taken.add(d)
             continue
         try:
             files = sorted(c for c in d.iterdir() if c.is_file())
         except OSError:  # unreadable: the directory is skipped, as the walk skips it
             continue
-        for f in files:
-            if f.suffix == ".jsonl" or f.suffix == ".db" and f.stem.startswith("mlruns"):
-                out.append(f)
-            elif f.suffix in (".log", ".txt", ".out") and is_console_log(f):
-                out.append(f)
-            elif f.suffix == ".csv" and is_wandb_csv(f):
-                out.append(f)
-            elif f.suffix in (".log", ".out", ".csv") and _utf16(f):  # listed, so reading it says why it is not read
-                out.append(f)
+        out += [f for f in files if any(fmt.listed(f) for fmt in LOG_FORMATS)]
     return out
 
 
@@ -472,6 +530,9 @@ def _utf16(path: Path) -> bool:
 __all__ = [
     "FORMATS",
     "FORMATS_LINE",
+    "LOG_FORMATS",
+    "RUN_TABLES",
+    "LogFormat",
     "TENSORBOARD_EXTRA",
     "WANDB_EXPORT",
     "UnreadableLog",
