@@ -57,6 +57,38 @@ def test_client_without_a_server_runs_the_worker_itself(tmp_path):
     assert out.returncode == 5
 
 
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM])
+def test_the_client_ends_by_the_signal_that_ended_its_worker(tmp_path, sig):
+    """A worker killed by a signal (the OOM killer's SIGKILL, a SIGTERM) ends its client by the same
+    signal, so Ray sees the worker die as it died; SIGKILL cannot be given a handler, and is sent as is."""
+    import socket
+
+    path = str(tmp_path / "server.sock")
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(path)
+    server.listen(1)
+    env = {**os.environ, prefork.SOCKET_ENV: path}
+    client = subprocess.Popen(
+        [sys.executable, "-S", "-I", str(prefork.CLIENT), "-c", "pass"], env=env, stderr=subprocess.PIPE
+    )
+    worker = subprocess.Popen(["sleep", "60"])  # stands in for the forked worker the client relays to
+    try:
+        server.settimeout(60)
+        conn, _ = server.accept()
+        with conn:
+            _, fds, _, _ = socket.recv_fds(conn, 1 << 20, 3)
+            for fd in fds:  # the client's standard streams: held here, its stderr would never end
+                os.close(fd)
+            conn.sendall(f"pid {worker.pid}\nsignal {int(sig)}\n".encode())
+            err = client.communicate(timeout=60)[1].decode()
+    finally:
+        client.kill()
+        worker.kill()
+        server.close()
+    assert client.returncode == -sig, err
+    assert "Traceback" not in err
+
+
 def _server(tmp_path: Path, module: str, preload: str, timeout: float = 180) -> tuple[subprocess.CompletedProcess, int]:
     env = {**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{REPO / 'workflow'}", "RAY_USAGE_STATS_ENABLED": "0"}
     proc = subprocess.Popen(

@@ -51,7 +51,8 @@ def main() -> None:
         sys.exit(int(last[1]))
     if len(last) == 2 and last[0] == "signal":
         sig = int(last[1])
-        signal.signal(sig, signal.SIG_DFL)
+        if sig not in (signal.SIGKILL, signal.SIGSTOP):  # no handler can be set for these: they are default
+            signal.signal(sig, signal.SIG_DFL)
         os.kill(os.getpid(), sig)
     # the server went away without a word: do not leave its worker behind
     try:
