@@ -55,7 +55,6 @@ def _fmt(v: Any) -> str:
         return "{" + ",".join(f"{k}:{_fmt(x)}" for k, x in v.items()) + "}"
     if isinstance(v, bool):
         return str(v).lower()
-        return str(v)
     if isinstance(v, float):
         return repr(v)
     if v is None:
