@@ -27,7 +27,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
 from coolsampler.paper import style as S
-from coolsampler.paper.labels import DEFAULT_LR, tb_initial, tb_kind
+from coolsampler.paper.labels import DEFAULT_LR, default_lr, tb_initial, tb_kind
 from coolsampler.results.analysis import KL_LEAD_NAT, nat_text
 from coolsampler.spec import corrections
 from coolsampler.spec.provenance import Provenance
@@ -83,7 +83,7 @@ def run_colour(settings: Mapping[str, Any]) -> Any:
     correction = corrections.get(settings.get("correction"))
     base = correction.colour if correction is not None and correction.colour else tb_colour(settings)
     lr = float(settings.get("lr", DEFAULT_LR))
-    if abs(lr - DEFAULT_LR) <= 1e-12:
+    if default_lr(lr):
         return base
     return shade(base, 1.0 + min(0.6, 0.6 * (DEFAULT_LR - lr) / DEFAULT_LR)) if lr < DEFAULT_LR else shade(base, 0.6)
 
