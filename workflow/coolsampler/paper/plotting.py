@@ -294,15 +294,12 @@ def _wrap_width(width_in: float) -> int:
 
 def note_lines(notes: Sequence[str], width_in: float) -> list[str]:
     """The note text wrapped to the figure width, one ``runs missing/unfinished:`` paragraph."""
-    if not notes:
-        return []
-    text = "runs missing/unfinished: " + "; ".join(notes)
-    # never break inside a run key (keys hold hyphens: '2e-6'), so a note can be searched for a key
-    return textwrap.wrap(text, width=_wrap_width(width_in), break_on_hyphens=False, break_long_words=False)
+    return caption_lines(["runs missing/unfinished: " + "; ".join(notes)], width_in) if notes else []
 
 
 def caption_lines(caption: Sequence[str], width_in: float) -> list[str]:
     """Caption lines (the selection each panel uses) wrapped to the figure width."""
+    # never break inside a run key (keys hold hyphens: '2e-6'), so a note can be searched for a key
     out: list[str] = []
     for line in caption:
         out += textwrap.wrap(line, width=_wrap_width(width_in), break_on_hyphens=False, break_long_words=False)
