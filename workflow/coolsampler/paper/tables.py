@@ -61,13 +61,10 @@ Panels = Mapping[str, Sequence[RunEntry]]
 
 
 def arm_key(settings: Mapping[str, Any]) -> tuple[Any, ...]:
-    """Settings that define an arm: everything but the data seed and the replicate tag."""
+    """Settings that define an arm: everything but the data seed and the replicate tag (the settings Table 2
+    compares runs by, ``comparison_key``, then the temperatures, the length and the refresh)."""
     return (
-        settings.get("model"),
-        settings.get("task"),
-        int(settings.get("N", 0)),
-        float(settings.get("lr", DEFAULT_LR)),
-        settings.get("correction"),
+        *comparison_key(settings),
         tb_kind(settings),
         repr(settings.get("Tb")),
         str(settings.get("Tl")),
@@ -157,6 +154,23 @@ def _notes(sums: Sequence[Mapping[str, Any]], entries: Sequence[RunEntry]) -> st
 
 def _int_or_nan(x: Any) -> float:
     return np.nan if x is None else int(x)
+
+
+def _run_columns(st: Mapping[str, Any], **arm: Any) -> dict[str, Any]:
+    """The CSV columns that name a run (Tables 2 and 4): its key and settings, ``arm`` (what each table
+    names the arm by) after the learning rate."""
+    return {
+        "key": st.get("key", ""),
+        "model": model_label(st),
+        "task": task_label(st),
+        "N": int(st.get("N", 0)),
+        "lr": float(st.get("lr", DEFAULT_LR)),
+        **arm,
+        "Tb": tb_text(st),
+        "Tl": tl_text(st),
+        "seed": st.get("seed"),
+        "replicate": st.get("replicate") or "",
+    }
 
 
 Frames = Callable[[Sequence[RunEntry]], tuple[pd.DataFrame, pd.DataFrame]]  # runs -> (data, display)
@@ -312,16 +326,7 @@ def table2_frames(entries: Sequence[RunEntry]) -> tuple[pd.DataFrame, pd.DataFra
         for (st, _, _), s in zip(arm, sums, strict=True):
             data_rows.append(
                 {
-                    "key": st.get("key", ""),
-                    "model": model_label(st),
-                    "task": task_label(st),
-                    "N": int(st.get("N", 0)),
-                    "lr": float(st.get("lr", DEFAULT_LR)),
-                    "arm": arm_label(st),
-                    "Tb": tb_text(st),
-                    "Tl": tl_text(st),
-                    "seed": st.get("seed"),
-                    "replicate": st.get("replicate") or "",
+                    **_run_columns(st, arm=arm_label(st)),
                     "degrades": s["onset"] is not None,
                     "peak": s["peak"],
                     "onset": _int_or_nan(s["onset"]),
@@ -513,16 +518,7 @@ def table4_frames(entries: Sequence[RunEntry]) -> tuple[pd.DataFrame, pd.DataFra
     ordered = sorted(entries, key=lambda e: table4_order(e[0]))
     for (st, _, _), s in zip(ordered, summaries(ordered), strict=True):
         row = {
-            "key": st.get("key", ""),
-            "model": model_label(st),
-            "task": task_label(st),
-            "N": int(st.get("N", 0)),
-            "lr": float(st.get("lr", DEFAULT_LR)),
-            "correction": st.get("correction"),
-            "Tb": tb_text(st),
-            "Tl": tl_text(st),
-            "seed": st.get("seed"),
-            "replicate": st.get("replicate") or "",
+            **_run_columns(st, correction=st.get("correction")),
             "peak": s["peak"],
             "final": s["final"],
             "onset": _int_or_nan(s["onset"]),
