@@ -274,6 +274,28 @@ def _log_panel(
     return True
 
 
+def _fraction_panel(
+    ax: Axes,
+    metrics: pd.DataFrame,
+    curves: Sequence[tuple[str, str, str, bool]],
+    thresholds: Sequence[str],
+    ylabel: str,
+    missing: str,
+) -> None:
+    """A panel of fractions (0 to 1) of the ``(column, colour, label, median)`` curves logged, with the
+    ``thresholds`` of the named diagnostics; where the first curve is not logged, ``missing`` says so."""
+    if not _has(metrics, curves[0][0]):
+        _not_logged(ax, missing)
+        return
+    for column, colour, label, median in curves:
+        if _has(metrics, column):
+            _curve(ax, metrics, column, colour, label, median=median, floor=None)
+    for name in thresholds:
+        _threshold(ax, D.BY_NAME[name])
+    ax.set_ylim(0.0, 1.05)
+    ax.set_ylabel(ylabel)
+
+
 def _onset(ax: Axes, onset: int | None) -> None:
     if onset is not None:
         ax.axvline(onset, color=ONSET_COLOUR, ls="-.", lw=1.1, zorder=4, label=ONSET_LABEL)
@@ -385,17 +407,12 @@ def run_diagnostics(
     else:
         _not_logged(dd, "log_ppl_diff not logged")
     # (e) IS weights, fractions
-    if _has(m, "is_ess"):
-        _curve(e, m, "is_ess", COLOURS["ess"], "IS effective sample size (fraction)", floor=None)
-        _threshold(e, by["ess"])
-        for name, label in (("is_high", "tokens with weight > cap"), ("is_low", "tokens with weight < 1/cap")):
-            if _has(m, by[name].column):
-                _curve(e, m, by[name].column, COLOURS[name], label, floor=None)
-        _threshold(e, by["is_high"])
-        e.set_ylim(0.0, 1.05)
-        e.set_ylabel("fraction")
-    else:
-        _not_logged(e, "no IS weights logged (no correction, or mu-GRPO)")
+    weights = [
+        ("is_ess", COLOURS["ess"], "IS effective sample size (fraction)", True),
+        (by["is_high"].column, COLOURS["is_high"], "tokens with weight > cap", True),
+        (by["is_low"].column, COLOURS["is_low"], "tokens with weight < 1/cap", True),
+    ]
+    _fraction_panel(e, m, weights, ("ess", "is_high"), "fraction", "no IS weights logged (no correction, or mu-GRPO)")
     # (f) IS weight extremes
     extremes = [
         ("is_max", "#d62728", "largest weight (capped)", False),
@@ -406,17 +423,12 @@ def run_diagnostics(
     if _log_panel(f, m, extremes, 1.0, "no IS weights logged (no correction, or mu-GRPO)"):
         f.set_ylabel("token IS weight")
     # (g) |pi - q|
-    if _has(m, "probs_diff_mean"):
-        _curve(g, m, "probs_diff_mean", COLOURS["probs_diff"], "mean |pi - q|", floor=None)
-        _threshold(g, by["probs_diff"])
-        if _has(m, "probs_diff_max"):
-            _curve(g, m, "probs_diff_max", "#0b5c66", "largest |pi - q|", median=False, floor=None)
-        if _has(m, "probs_diff_std"):
-            _curve(g, m, "probs_diff_std", "#7fd3dc", "std of |pi - q|", median=False, floor=None)
-        g.set_ylim(0.0, 1.05)
-        g.set_ylabel("probability")
-    else:
-        _not_logged(g, "rollout_probs_diff not logged")
+    gaps = [
+        ("probs_diff_mean", COLOURS["probs_diff"], "mean |pi - q|", True),
+        ("probs_diff_max", "#0b5c66", "largest |pi - q|", False),
+        ("probs_diff_std", "#7fd3dc", "std of |pi - q|", False),
+    ]
+    _fraction_panel(g, m, gaps, ("probs_diff",), "probability", "rollout_probs_diff not logged")
     # (h) the lead strip
     _lead_strip(h, table, steps)
 
