@@ -240,8 +240,7 @@ def _curve(
     (``floor``) values <= 0 or below the floor go on it, marked."""
     x, y = _series(metrics, column)
     if floor is not None:
-        y, low = P.clip_to_floor(y, floor)
-        P.mark_floor(ax, x[low], floor, colour)
+        y, _ = P.to_floor(ax, x, y, floor, colour)
     if median:
         ax.plot(x, y, color=colour, lw=0.6, alpha=RAW_ALPHA)
         m = D.rolling_median(pd.Series(D.training_series(metrics, column)))

@@ -196,9 +196,8 @@ def plot_runs(
         if shade_of and settings.get("N") is not None and not settings.get("colour"):
             colour = P.shade(colour, shade_of[int(settings["N"])])
         if floor is not None:
-            y, low = P.clip_to_floor(y, floor)
-            P.mark_floor(ax, x[low], floor, colour)
-            marked += int(low.sum())
+            y, low = P.to_floor(ax, x, y, floor, colour)
+            marked += low
         elif column in LOG_COLUMNS:
             y = np.where(y > 0, y, np.nan)  # a log axis without a floor: nothing to draw these on
         marker = P.seed_marker(settings.get("seed"))
@@ -394,19 +393,15 @@ def screen_figure(screen: pd.DataFrame, provenance: Provenance, outputs: Sequenc
 def _screen_panel(ax: Axes, screen: pd.DataFrame, title: str) -> None:
     """The world screen: each probed world's properties, a tick where a property meets the study's
     bound, the chosen world in bold."""
-    from coolsampler.results.world_screen import LABELS as PROPERTY_LABELS
-    from coolsampler.results.world_screen import value_text
+    from coolsampler.results import world_screen as W
 
-    props = [p for p in PROPERTY_LABELS if f"{p}_ok" in screen]
-    head = ["world", *(f"{PROPERTY_LABELS[p]}\n{screen[f'{p}_bound'].iloc[0]}" for p in props), "verdict"]
+    props = [p for p in W.LABELS if f"{p}_ok" in screen]
+    head = ["world", *(f"{W.LABELS[p]}\n{screen[f'{p}_bound'].iloc[0]}" for p in props), "verdict"]
     cells, bold = [], []
     for _, r in screen.iterrows():
-        row = [str(r["world"])]
-        for p in props:
-            row.append(value_text(p, r[p]) + (" \u2713" if r[f"{p}_ok"] else " \u2717"))
-        verdict = "chosen" if r["chosen"] else ("meets all" if r["meets_all"] else "fails")
-        row.append(verdict if r.get("candidate", True) else f"reference: {verdict}")
-        cells.append(row)
+        verdict = W.verdict_text(r)
+        cells.append([str(r["world"]), *(W.cell_text(r, p) for p in props)])
+        cells[-1].append(verdict if r.get("candidate", True) else f"reference: {verdict}")
         bold.append(bool(r["chosen"]))
     ax.axis("off")
     ax.set_title(title, loc="left", fontsize=S.TITLE_PT)

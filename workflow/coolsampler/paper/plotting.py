@@ -127,7 +127,7 @@ def log_limits(values: Iterable[Any], *, reference: float = 1.0, decades: int = 
     """Limits of a log axis (powers of ten) that show the data and ``reference`` without letting a
     single near-zero point stretch the axis: the floor is the 2nd percentile of the positive values,
     and never more than ``decades`` decades below the top. Values below the floor (and values <= 0,
-    which a log axis cannot show) are drawn on it by ``clip_to_floor``."""
+    which a log axis cannot show) are drawn on it by ``to_floor``."""
     arrays = [np.asarray(v, dtype="float64").ravel() for v in values]
     flat = np.concatenate(arrays) if arrays else np.array([], dtype="float64")
     pos = flat[np.isfinite(flat) & (flat > 0)]
@@ -139,19 +139,15 @@ def log_limits(values: Iterable[Any], *, reference: float = 1.0, decades: int = 
     return 10.0 ** math.floor(math.log10(lo)), hi
 
 
-def clip_to_floor(y: np.ndarray, floor: float) -> tuple[np.ndarray, np.ndarray]:
-    """(y with every finite value below ``floor`` set to it, mask of those values). NaN stays NaN
-    (a step not logged is a gap, not a value)."""
+def to_floor(ax: Axes, x: np.ndarray, y: np.ndarray, floor: float, colour: Any) -> tuple[np.ndarray, int]:
+    """(y with every finite value below ``floor`` set to it, how many), each such point marked with a
+    hollow down-triangle on the axis floor (a value <= 0 among them). NaN stays NaN (a step not logged is
+    a gap, not a value)."""
     low = np.isfinite(y) & (y < floor)
-    return np.where(low, floor, y), low
-
-
-def mark_floor(ax: Axes, x: np.ndarray, floor: float, colour: Any) -> None:
-    """Hollow down-triangles on the axis floor where a value is <= 0 or below the floor."""
-    if len(x):
+    if low.any():
         ax.scatter(
-            x,
-            np.full(len(x), floor),
+            x[low],
+            np.full(int(low.sum()), floor),
             marker=FLOOR_MARKER,
             s=16,
             facecolors="none",
@@ -161,6 +157,7 @@ def mark_floor(ax: Axes, x: np.ndarray, floor: float, colour: Any) -> None:
             zorder=5,
             label=FLOOR_LABEL,
         )
+    return np.where(low, floor, y), int(low.sum())
 
 
 def kl_axis(
@@ -411,12 +408,10 @@ __all__ = [
     "UNCOOLED",
     "accuracy_axis",
     "caption_lines",
-    "clip_to_floor",
     "figure_legend",
     "kl_axis",
     "log_limits",
     "insert_band",
-    "mark_floor",
     "new_figure",
     "note",
     "refresh_lines",
@@ -426,5 +421,6 @@ __all__ = [
     "seed_marker",
     "stamp",
     "tb_colour",
+    "to_floor",
     "wrap_titles",
 ]
