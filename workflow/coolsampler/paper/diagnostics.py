@@ -64,7 +64,7 @@ def lead_text(lead: Any, step: Any, logged: int) -> str:
     """'+12', '-3', 'never' (logged, no crossing) or 'not logged'."""
     if not logged:
         return NOT_LOGGED
-    if step is None or step is pd.NA or (isinstance(step, float) and math.isnan(step)):
+    if pd.isna(step):
         return NEVER
     return f"{int(lead):+d}" if lead is not None and lead is not pd.NA else L.DASH
 

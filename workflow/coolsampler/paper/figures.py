@@ -67,15 +67,11 @@ PANEL_LETTERS = "abcdefgh"
 
 def _unique_entries(panels: Panels, names: Sequence[str]) -> list[RunEntry]:
     """Entries of several panels, each run once (a run may sit in two panels of one figure)."""
-    seen: set[str] = set()
-    out = []
+    out: dict[str, RunEntry] = {}
     for n in names:
         for e in panels.get(n, []):
-            k = str(e[0].get("key") or id(e))
-            if k not in seen:
-                seen.add(k)
-                out.append(e)
-    return out
+            out.setdefault(str(e[0].get("key") or id(e)), e)
+    return list(out.values())
 
 
 def _logged(metrics: pd.DataFrame | None, column: str | None = None) -> bool:
@@ -118,14 +114,6 @@ def _max_steps(entries: Sequence[RunEntry]) -> int:
     steps = [int(e[0].get("steps", 0) or 0) for e in entries]
     steps += [int(m["step"].max()) for _, m, _ in entries if _logged(m)]
     return max(steps, default=300) or 300
-
-
-def _refresh(ax: Axes, entries: Sequence[RunEntry]) -> None:
-    """Refresh lines of the panel's N (only when the panel's runs share one N, as in every paper panel,
-    and N > 1: a sampler refreshed every step has no stale cycles to mark)."""
-    N = _common(entries, "N")
-    if N and int(N) > 1:
-        P.refresh_lines(ax, int(N), _max_steps(entries))
 
 
 def _own_loss(settings: Mapping[str, Any]) -> bool:
@@ -220,10 +208,6 @@ def plot_runs(
     return marked
 
 
-def _seeds(entries: Sequence[RunEntry]) -> list[Any]:
-    return [e[0].get("seed") for e in entries if _logged(e[1])]
-
-
 def _step_axis(
     ax: Axes,
     entries: Sequence[RunEntry],
@@ -232,9 +216,13 @@ def _step_axis(
     ylabel: str | None = None,
     refresh: Sequence[RunEntry] | None = None,
 ) -> None:
-    """The step axis every panel of runs shares: the refresh lines (of ``refresh``, the panel's runs
-    unless given), the runs' steps, and the panel's labels."""
-    _refresh(ax, entries if refresh is None else refresh)
+    """The step axis every panel of runs shares: the refresh lines of ``refresh`` (the panel's runs unless
+    given), the runs' steps, and the panel's labels. Refresh lines only where those runs share one N, as in
+    every paper panel, and N > 1: a sampler refreshed every step has no stale cycles to mark."""
+    refresh = entries if refresh is None else refresh
+    N = _common(refresh, "N")
+    if N and int(N) > 1:
+        P.refresh_lines(ax, int(N), _max_steps(refresh))
     ax.set_xlim(0, _max_steps(entries))
     ax.set_xlabel("step")
     if ylabel is not None:
@@ -325,7 +313,7 @@ def figure_target(draw: Callable[..., Drawn]) -> Callable[..., None]:
         **kw: Any,
     ) -> None:
         fig, title, entries = draw(panels, options, selection, **kw)
-        P.figure_legend(fig, fig.axes, _seeds(entries))
+        P.figure_legend(fig, fig.axes, [e[0].get("seed") for e in entries if _logged(e[1])])
         P.save(fig, outputs, provenance=provenance, title=title)
 
     return target
@@ -441,20 +429,11 @@ def fig2(panels: Panels, options: Options | None, selection: Selection) -> Drawn
     estimator = str((options or {}).get("kl", "k1"))
     entries = list(panels.get("a", []))
     notes = L.availability_notes(entries)
-    drawn = [
-        e
-        for e in entries
-        if L.tb_kind(e[0]) == "fixed"
-        and any(abs(L.tb_initial(e[0]) - t) < 1e-9 for t in FIG2_TB)
-        and not _own_loss(e[0])
-        and not e[0].get("replicate")
-    ]
-    drawn_ids = {id(e) for e in drawn}
-    notes += [
-        f"{L.short_key(e[0])}: not drawn (only fixed Tb 1.0/0.8, no replicate)"
-        for e in entries
-        if id(e) not in drawn_ids
-    ]
+    drawn, skipped = [], []
+    for e in entries:
+        fixed = L.tb_kind(e[0]) == "fixed" and any(abs(L.tb_initial(e[0]) - t) < 1e-9 for t in FIG2_TB)
+        (drawn if fixed and not _own_loss(e[0]) and not e[0].get("replicate") else skipped).append(e)
+    notes += [f"{L.short_key(e[0])}: not drawn (only fixed Tb 1.0/0.8, no replicate)" for e in skipped]
     order, rows = _fig2_rows(drawn)
     for key in order:  # one learning rate per row: the row's most common one
         lrs = [float(e[0].get("lr", L.DEFAULT_LR)) for e in rows[key]]
