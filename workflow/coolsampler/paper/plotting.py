@@ -335,21 +335,17 @@ def new_figure(
         ax.xaxis.label.set_size(S.TEXT_PT)
         ax.yaxis.label.set_size(S.TEXT_PT)
         ax.title.set_size(S.TITLE_PT)
-    if lines:
-        note(fig, lines, y_in=FOOTER_IN + NOTE_LINE_IN * len(lines))
-    if cap:
-        y = (FOOTER_IN + NOTE_LINE_IN * (len(lines) + len(cap))) / total
-        fig.text(0.01, y, "\n".join(cap), color="#444444", fontsize=S.SMALL_PT, va="top", ha="left", family=S.MONO)
+    _text_lines(fig, lines, FOOTER_IN + NOTE_LINE_IN * len(lines), "#b00000")  # the note, red: a run is missing
+    _text_lines(fig, cap, FOOTER_IN + NOTE_LINE_IN * (len(lines) + len(cap)), "#444444")
     return fig, axes
 
 
-def note(fig: Figure, lines: Sequence[str], *, y_in: float | None = None) -> None:
-    """Draw the visible 'runs missing/unfinished: ...' note (red) near the bottom of the figure."""
-    if not lines:
-        return
-    h = fig.get_figheight()
-    y = (y_in if y_in is not None else FOOTER_IN + NOTE_LINE_IN * len(lines)) / h
-    fig.text(0.01, y, "\n".join(lines), color="#b00000", fontsize=S.SMALL_PT, va="top", ha="left", family=S.MONO)
+def _text_lines(fig: Figure, lines: Sequence[str], top_in: float, colour: str) -> None:
+    """Lines of small monospace text (the caption, the missing-runs note) whose top is ``top_in`` inches
+    above the figure's bottom; nothing for no lines."""
+    if lines:
+        y = top_in / fig.get_figheight()
+        fig.text(0.01, y, "\n".join(lines), color=colour, fontsize=S.SMALL_PT, va="top", ha="left", family=S.MONO)
 
 
 SYNTHETIC_MARK = "SYNTHETIC \u2014 not a result"
@@ -413,7 +409,6 @@ __all__ = [
     "log_limits",
     "insert_band",
     "new_figure",
-    "note",
     "refresh_lines",
     "run_colour",
     "save",
