@@ -25,7 +25,7 @@ Imports matplotlib (through ``coolsampler.paper.plotting``), never verl, vLLM or
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from functools import partial, wraps
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -302,7 +302,6 @@ def figure_target(draw: Callable[..., Drawn]) -> Callable[..., None]:
     the figure it draws gets one legend, outside every panel (arms, the seeds drawn, reference lines),
     then the provenance stamp and the files, under the title it returns."""
 
-    @wraps(draw)
     def target(
         panels: Panels,
         provenance: Provenance,
@@ -316,6 +315,8 @@ def figure_target(draw: Callable[..., Drawn]) -> Callable[..., None]:
         P.figure_legend(fig, fig.axes, [e[0].get("seed") for e in entries if _logged(e[1])])
         P.save(fig, outputs, provenance=provenance, title=title)
 
+    # the drawing's name and docstring; its signature stays the registry's, as ``inspect`` shows it
+    target.__name__, target.__qualname__, target.__doc__ = draw.__name__, draw.__qualname__, draw.__doc__
     return target
 
 
