@@ -184,8 +184,8 @@ def plot_runs(
         if shade_of and settings.get("N") is not None and not settings.get("colour"):
             colour = P.shade(colour, shade_of[int(settings["N"])])
         if floor is not None:
-            y, low = P.to_floor(ax, x, y, floor, colour)
-            marked += low
+            y, on_floor = P.to_floor(ax, x, y, floor, colour)
+            marked += on_floor
         elif column in LOG_COLUMNS:
             y = np.where(y > 0, y, np.nan)  # a log axis without a floor: nothing to draw these on
         marker = P.seed_marker(settings.get("seed"))
