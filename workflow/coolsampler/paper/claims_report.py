@@ -11,7 +11,6 @@ the results layer computes the verdicts and never imports this.
 from __future__ import annotations
 
 import csv
-import io
 import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -243,9 +242,7 @@ def write_report(
 
 def summary_text(results: Sequence[Result]) -> str:
     n = counts(results)
-    buf = io.StringIO()
-    buf.write(f"{len(results)} claims: " + ", ".join(f"{v} {n[v]}" for v in VERDICTS) + "\n")
-    return buf.getvalue()
+    return f"{len(results)} claims: " + ", ".join(f"{v} {n[v]}" for v in VERDICTS) + "\n"
 
 
 __all__ = [

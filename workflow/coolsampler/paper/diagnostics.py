@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,7 @@ from matplotlib.axes import Axes
 from coolsampler.paper import labels as L
 from coolsampler.paper import plotting as P
 from coolsampler.paper import style as S
+from coolsampler.paper.report import run_figure_from_files, status_text
 from coolsampler.paper.writers import markdown_page, to_markdown
 from coolsampler.results import analysis as A
 from coolsampler.results import diagnostics as D
@@ -62,7 +64,7 @@ def lead_text(lead: Any, step: Any, logged: int) -> str:
     """'+12', '-3', 'never' (logged, no crossing) or 'not logged'."""
     if not logged:
         return NOT_LOGGED
-    if step is None or step is pd.NA or (isinstance(step, float) and math.isnan(step)):
+    if pd.isna(step):
         return NEVER
     return f"{int(lead):+d}" if lead is not None and lead is not pd.NA else L.DASH
 
@@ -100,22 +102,20 @@ def run_display(table: pd.DataFrame, key: str) -> pd.DataFrame:
 
 def summary_display(summary: pd.DataFrame) -> pd.DataFrame:
     """``results.diagnostics.lead_summary`` as the printed table."""
-    rows = []
-    for s in summary.itertuples(index=False):
-        rows.append(
-            {
-                "diagnostic": s.label,
-                "reads": s.reads,
-                "crosses": s.condition,
-                "logged in": f"{s.logged_in} of {s.degraded_runs}",
-                "before / at / after onset / never": f"{s.before_onset} / {s.at_onset} / {s.after_onset} / {s.never}",
-                "median lead": L.DASH if math.isnan(s.median_lead) else f"{s.median_lead:+g}",
-                "earliest in": str(s.earliest_in),
-                "before onset, low / chosen / high threshold": s.before_onset_over_range,
-                "fires in stable runs": f"{s.fires_in_stable} of {s.stable_runs}",
-            }
-        )
-    return pd.DataFrame(rows)
+    return pd.DataFrame(
+        {
+            "diagnostic": s.label,
+            "reads": s.reads,
+            "crosses": s.condition,
+            "logged in": f"{s.logged_in} of {s.degraded_runs}",
+            "before / at / after onset / never": f"{s.before_onset} / {s.at_onset} / {s.after_onset} / {s.never}",
+            "median lead": L.DASH if math.isnan(s.median_lead) else f"{s.median_lead:+g}",
+            "earliest in": str(s.earliest_in),
+            "before onset, low / chosen / high threshold": s.before_onset_over_range,
+            "fires in stable runs": f"{s.fires_in_stable} of {s.stable_runs}",
+        }
+        for s in summary.itertuples(index=False)
+    )
 
 
 LEAD_NOTE = (
@@ -240,8 +240,7 @@ def _curve(
     (``floor``) values <= 0 or below the floor go on it, marked."""
     x, y = _series(metrics, column)
     if floor is not None:
-        y, low = P.clip_to_floor(y, floor)
-        P.mark_floor(ax, x[low], floor, colour)
+        y, _ = P.to_floor(ax, x, y, floor, colour)
     if median:
         ax.plot(x, y, color=colour, lw=0.6, alpha=RAW_ALPHA)
         m = D.rolling_median(pd.Series(D.training_series(metrics, column)))
@@ -258,18 +257,42 @@ def _threshold(ax: Axes, d: D.Diagnostic) -> None:
 
 
 def _log_panel(
-    ax: Axes, metrics: pd.DataFrame, curves: Sequence[tuple[str, str, str, bool]], reference: float
-) -> float | None:
-    """A log-axis panel of ``(column, colour, label, median)`` curves; returns its floor (None: nothing logged)."""
+    ax: Axes, metrics: pd.DataFrame, curves: Sequence[tuple[str, str, str, bool]], reference: float, missing: str
+) -> bool:
+    """A log-axis panel of ``(column, colour, label, median)`` curves; where none is logged, ``missing``
+    says so on the panel. Returns whether a curve was drawn."""
     have = [c for c in curves if _has(metrics, c[0])]
     if not have:
-        return None
+        _not_logged(ax, missing)
+        return False
     lo, hi = P.log_limits([_series(metrics, c[0])[1] for c in have], reference=reference)
     for column, colour, label, median in have:
         _curve(ax, metrics, column, colour, label, median=median, floor=lo)
     ax.set_yscale("log")
     ax.set_ylim(lo, hi)
-    return lo
+    return True
+
+
+def _fraction_panel(
+    ax: Axes,
+    metrics: pd.DataFrame,
+    curves: Sequence[tuple[str, str, str, bool]],
+    thresholds: Sequence[str],
+    ylabel: str,
+    missing: str,
+) -> None:
+    """A panel of fractions (0 to 1) of the ``(column, colour, label, median)`` curves logged, with the
+    ``thresholds`` of the named diagnostics; where the first curve is not logged, ``missing`` says so."""
+    if not _has(metrics, curves[0][0]):
+        _not_logged(ax, missing)
+        return
+    for column, colour, label, median in curves:
+        if _has(metrics, column):
+            _curve(ax, metrics, column, colour, label, median=median, floor=None)
+    for name in thresholds:
+        _threshold(ax, D.BY_NAME[name])
+    ax.set_ylim(0.0, 1.05)
+    ax.set_ylabel(ylabel)
 
 
 def _onset(ax: Axes, onset: int | None) -> None:
@@ -332,8 +355,6 @@ def run_diagnostics(
 ) -> Any:
     """One run's staleness diagnostics against its validation accuracy (see the module docstring).
     Returns the figure."""
-    from coolsampler.paper.report import status_text
-
     key = str(settings.get("key", ""))
     state = status_text(status)
     notes = [] if status is None or status.complete else [f"run {state}"]
@@ -359,26 +380,17 @@ def run_diagnostics(
            label="validation accuracy")  # fmt: skip
     P.accuracy_axis(a)
     # (b) per-token divergences, with the 1-nat reference of Figure 1b
-    floor = _log_panel(
-        b,
-        m,
-        [
-            ("kl", COLOURS["kl"], "forward KL k1 (per step: the paper's reading)", False),
-            ("k3_kl", COLOURS["k3"], "forward KL k3", True),
-            ("rkl_bound_token", COLOURS["rkl_token"], "reverse-KL bound log(1+chi2_token)", True),
-            ("log_ppl_abs_diff", COLOURS["log_ppl"], "|log-perplexity gap| per response", True),
-        ],
-        reference=1.0,
-    )
-    if floor is None:
-        _not_logged(b, "no KL logged")
-    else:
+    divergences = [
+        ("kl", COLOURS["kl"], "forward KL k1 (per step: the paper's reading)", False),
+        ("k3_kl", COLOURS["k3"], "forward KL k3", True),
+        ("rkl_bound_token", COLOURS["rkl_token"], "reverse-KL bound log(1+chi2_token)", True),
+        ("log_ppl_abs_diff", COLOURS["log_ppl"], "|log-perplexity gap| per response", True),
+    ]
+    if _log_panel(b, m, divergences, 1.0, "no KL logged"):
         P.kl_axis(b, label="nats per token", limits=b.get_ylim())
     # (c) per-response chi^2 bound
-    if _log_panel(c, m, [("rkl_bound_seq", COLOURS["rkl_seq"], "reverse-KL bound log(1+chi2_seq)", True)],
-                  reference=by["rkl_seq"].threshold) is None:  # fmt: skip
-        _not_logged(c, "chi2_seq not logged")
-    else:
+    chi2_seq = [("rkl_bound_seq", COLOURS["rkl_seq"], "reverse-KL bound log(1+chi2_seq)", True)]
+    if _log_panel(c, m, chi2_seq, by["rkl_seq"].threshold, "chi2_seq not logged"):
         _threshold(c, by["rkl_seq"])
         c.set_ylabel("nats per response")
     # (d) log-perplexity gap per response: mean, and the batch's min-max
@@ -394,17 +406,12 @@ def run_diagnostics(
     else:
         _not_logged(dd, "log_ppl_diff not logged")
     # (e) IS weights, fractions
-    if _has(m, "is_ess"):
-        _curve(e, m, "is_ess", COLOURS["ess"], "IS effective sample size (fraction)", floor=None)
-        _threshold(e, by["ess"])
-        for name, label in (("is_high", "tokens with weight > cap"), ("is_low", "tokens with weight < 1/cap")):
-            if _has(m, by[name].column):
-                _curve(e, m, by[name].column, COLOURS[name], label, floor=None)
-        _threshold(e, by["is_high"])
-        e.set_ylim(0.0, 1.05)
-        e.set_ylabel("fraction")
-    else:
-        _not_logged(e, "no IS weights logged (no correction, or mu-GRPO)")
+    weights = [
+        ("is_ess", COLOURS["ess"], "IS effective sample size (fraction)", True),
+        (by["is_high"].column, COLOURS["is_high"], "tokens with weight > cap", True),
+        (by["is_low"].column, COLOURS["is_low"], "tokens with weight < 1/cap", True),
+    ]
+    _fraction_panel(e, m, weights, ("ess", "is_high"), "fraction", "no IS weights logged (no correction, or mu-GRPO)")
     # (f) IS weight extremes
     extremes = [
         ("is_max", "#d62728", "largest weight (capped)", False),
@@ -412,28 +419,20 @@ def run_diagnostics(
         ("is_std", "#bcbd22", "std of the weights", True),
         ("is_min", "#393b79", "smallest weight", True),
     ]
-    if _log_panel(f, m, extremes, reference=1.0) is None:
-        _not_logged(f, "no IS weights logged (no correction, or mu-GRPO)")
-    else:
+    if _log_panel(f, m, extremes, 1.0, "no IS weights logged (no correction, or mu-GRPO)"):
         f.set_ylabel("token IS weight")
     # (g) |pi - q|
-    if _has(m, "probs_diff_mean"):
-        _curve(g, m, "probs_diff_mean", COLOURS["probs_diff"], "mean |pi - q|", floor=None)
-        _threshold(g, by["probs_diff"])
-        if _has(m, "probs_diff_max"):
-            _curve(g, m, "probs_diff_max", "#0b5c66", "largest |pi - q|", median=False, floor=None)
-        if _has(m, "probs_diff_std"):
-            _curve(g, m, "probs_diff_std", "#7fd3dc", "std of |pi - q|", median=False, floor=None)
-        g.set_ylim(0.0, 1.05)
-        g.set_ylabel("probability")
-    else:
-        _not_logged(g, "rollout_probs_diff not logged")
+    gaps = [
+        ("probs_diff_mean", COLOURS["probs_diff"], "mean |pi - q|", True),
+        ("probs_diff_max", "#0b5c66", "largest |pi - q|", False),
+        ("probs_diff_std", "#7fd3dc", "std of |pi - q|", False),
+    ]
+    _fraction_panel(g, m, gaps, ("probs_diff",), "probability", "rollout_probs_diff not logged")
     # (h) the lead strip
     _lead_strip(h, table, steps)
 
     for axis, title in zip((a, b, c, dd, e, f, g, h), PANELS, strict=True):
-        if settings.get("N"):
-            P.refresh_lines(axis, int(settings["N"]), steps)
+        P.refresh_lines(axis, settings.get("N"), steps)
         _onset(axis, onset)
         axis.set_xlim(0, steps)
         axis.set_xlabel("step")
@@ -454,15 +453,9 @@ def run_diagnostics(
     return fig
 
 
-def run_diagnostics_from_files(
-    metrics_path: str | Path, status_path: str | Path, run_yaml_path: str | Path, out: str | Path, study: str
-) -> None:
-    """Body of ``workflow/scripts/run_diagnostics.py``: one run's ``diagnostics.png`` from its run directory."""
-    from coolsampler.paper.report import run_figure_from_files
-
-    run_figure_from_files(
-        run_diagnostics, "workflow/scripts/run_diagnostics.py", metrics_path, status_path, run_yaml_path, out, study
-    )
+# Body of ``workflow/scripts/run_diagnostics.py``: one run's ``diagnostics.png`` from its run directory,
+# called with (metrics, status, run.yaml, out, study) as ``run_figure_from_files`` takes them.
+run_diagnostics_from_files = partial(run_figure_from_files, run_diagnostics, "workflow/scripts/run_diagnostics.py")
 
 
 __all__ = [

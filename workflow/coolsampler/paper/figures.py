@@ -24,7 +24,7 @@ Imports matplotlib (through ``coolsampler.paper.plotting``), never verl, vLLM or
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 from matplotlib.axes import Axes
+from matplotlib.figure import Figure
 
 from coolsampler.paper import labels as L
 from coolsampler.paper import plotting as P
@@ -54,6 +55,8 @@ from coolsampler.spec.provenance import Provenance
 from coolsampler.spec.targets import TARGETS
 
 Options = Mapping[str, Any]
+Selection = Mapping[str, Any] | None  # panel -> the study's settings filter, printed under the figure
+Drawn = tuple[Figure, str, Sequence[RunEntry]]  # a drawing's figure, its title, the runs whose seeds it draws
 
 PANEL_LETTERS = "abcdefgh"
 
@@ -64,15 +67,21 @@ PANEL_LETTERS = "abcdefgh"
 
 def _unique_entries(panels: Panels, names: Sequence[str]) -> list[RunEntry]:
     """Entries of several panels, each run once (a run may sit in two panels of one figure)."""
-    seen: set[str] = set()
-    out = []
+    out: dict[str, RunEntry] = {}
     for n in names:
         for e in panels.get(n, []):
-            k = str(e[0].get("key") or id(e))
-            if k not in seen:
-                seen.add(k)
-                out.append(e)
-    return out
+            out.setdefault(str(e[0].get("key") or id(e)), e)
+    return list(out.values())
+
+
+def _logged(metrics: pd.DataFrame | None, column: str | None = None) -> bool:
+    """The run has metrics (holding ``column``, where one is named): something to draw."""
+    return metrics is not None and not metrics.empty and (column is None or column in metrics.columns)
+
+
+def _numeric(metrics: pd.DataFrame, column: str) -> np.ndarray:
+    """``column`` as floats, a value that is not a number NaN."""
+    return pd.to_numeric(metrics[column], errors="coerce").to_numpy(dtype="float64")
 
 
 def _common(entries: Sequence[RunEntry], field: str) -> Any:
@@ -95,7 +104,7 @@ def panel_title(letter: str, entries: Sequence[RunEntry], extra: str = "") -> st
         if N is not None:
             parts.append(f"N={N}")
         lr = _common(entries, "lr")
-        if lr is not None and abs(float(lr) - L.DEFAULT_LR) > 1e-12 and parts:
+        if lr is not None and not L.default_lr(lr) and parts:
             parts[-1] += f", lr {L.lr_text(lr)}"
     text = f"({letter}) " + " ".join(parts)
     return text + (f", {extra}" if extra else "") if parts or extra else f"({letter}) no runs selected"
@@ -103,16 +112,8 @@ def panel_title(letter: str, entries: Sequence[RunEntry], extra: str = "") -> st
 
 def _max_steps(entries: Sequence[RunEntry]) -> int:
     steps = [int(e[0].get("steps", 0) or 0) for e in entries]
-    steps += [int(m["step"].max()) for _, m, _ in entries if m is not None and not m.empty]
+    steps += [int(m["step"].max()) for _, m, _ in entries if _logged(m)]
     return max(steps, default=300) or 300
-
-
-def _refresh(ax: Axes, entries: Sequence[RunEntry]) -> None:
-    """Refresh lines of the panel's N (only when the panel's runs share one N, as in every paper panel,
-    and N > 1: a sampler refreshed every step has no stale cycles to mark)."""
-    N = _common(entries, "N")
-    if N and int(N) > 1:
-        P.refresh_lines(ax, int(N), _max_steps(entries))
 
 
 def _own_loss(settings: Mapping[str, Any]) -> bool:
@@ -142,13 +143,12 @@ def _series(metrics: pd.DataFrame, column: str) -> tuple[np.ndarray, np.ndarray]
     if column == "val_acc":
         s = validation(metrics)
         return s.index.to_numpy(), s.to_numpy(dtype="float64")
-    y = pd.to_numeric(metrics[column], errors="coerce").to_numpy(dtype="float64")
-    return metrics["step"].to_numpy(), y
+    return metrics["step"].to_numpy(), _numeric(metrics, column)
 
 
 def panel_values(entries: Sequence[RunEntry], column: str) -> list[np.ndarray]:
     """Every value of ``column`` the panel's runs hold (for axis limits)."""
-    return [_series(m, column)[1] for _, m, _ in entries if m is not None and not m.empty and column in m.columns]
+    return [_series(m, column)[1] for _, m, _ in entries if _logged(m, column)]
 
 
 def plot_runs(
@@ -175,7 +175,7 @@ def plot_runs(
     Ns = sorted({int(e[0]["N"]) for e in entries if e[0].get("N") is not None})
     shade_of = {n: 0.55 + 0.45 * i / (len(Ns) - 1) for i, n in enumerate(Ns)} if len(Ns) > 1 else {}
     for settings, metrics, _ in entries:
-        if metrics is None or metrics.empty or column not in metrics.columns:
+        if not _logged(metrics, column):
             continue
         x, y = _series(metrics, column)
         if shared_lr is not None:  # no lr shading or lr in the legend when nothing differs by lr
@@ -184,9 +184,8 @@ def plot_runs(
         if shade_of and settings.get("N") is not None and not settings.get("colour"):
             colour = P.shade(colour, shade_of[int(settings["N"])])
         if floor is not None:
-            y, low = P.clip_to_floor(y, floor)
-            P.mark_floor(ax, x[low], floor, colour)
-            marked += int(low.sum())
+            y, on_floor = P.to_floor(ax, x, y, floor, colour)
+            marked += on_floor
         elif column in LOG_COLUMNS:
             y = np.where(y > 0, y, np.nan)  # a log axis without a floor: nothing to draw these on
         marker = P.seed_marker(settings.get("seed"))
@@ -209,17 +208,33 @@ def plot_runs(
     return marked
 
 
-def _seeds(entries: Sequence[RunEntry]) -> list[Any]:
-    return [e[0].get("seed") for e in entries if e[1] is not None and not e[1].empty]
+def _step_axis(
+    ax: Axes,
+    entries: Sequence[RunEntry],
+    title: str | None = None,
+    *,
+    ylabel: str | None = None,
+    refresh: Sequence[RunEntry] | None = None,
+) -> None:
+    """The step axis every panel of runs shares: the refresh lines of ``refresh`` (the panel's runs unless
+    given), the runs' steps, and the panel's labels. Refresh lines only where those runs share one N, as in
+    every paper panel, and N > 1: a sampler refreshed every step has no stale cycles to mark."""
+    refresh = entries if refresh is None else refresh
+    N = _common(refresh, "N")
+    if N and int(N) > 1:
+        P.refresh_lines(ax, int(N), _max_steps(refresh))
+    ax.set_xlim(0, _max_steps(entries))
+    ax.set_xlabel("step")
+    if ylabel is not None:
+        ax.set_ylabel(ylabel)
+    if title is not None:
+        ax.set_title(title, fontsize=S.TITLE_PT, loc="left")
 
 
 def _acc_panel(ax: Axes, entries: Sequence[RunEntry], title: str, **kw: Any) -> None:
     plot_runs(ax, entries, "val_acc", **kw)
-    _refresh(ax, entries)
+    _step_axis(ax, entries, title)
     P.accuracy_axis(ax)
-    ax.set_xlim(0, _max_steps(entries))
-    ax.set_xlabel("step")
-    ax.set_title(title, fontsize=S.TITLE_PT, loc="left")
 
 
 def kl_estimator(options: Options | None) -> tuple[str, str]:
@@ -250,11 +265,8 @@ def log_panel(ax: Axes, entries: Sequence[RunEntry], column: str, *, reference: 
 def _kl_panel(ax: Axes, entries: Sequence[RunEntry], title: str, options: Options | None, **kw: Any) -> None:
     column, label = kl_estimator(options)
     log_panel(ax, entries, column, lw=0.8, **kw)
-    _refresh(ax, entries)
+    _step_axis(ax, entries, title)
     P.kl_axis(ax, label=label, limits=ax.get_ylim())
-    ax.set_xlim(0, _max_steps(entries))
-    ax.set_xlabel("step")
-    ax.set_title(title, fontsize=S.TITLE_PT, loc="left")
 
 
 def _growth_panel(ax: Axes, entries: Sequence[RunEntry], title: str) -> None:
@@ -263,46 +275,64 @@ def _growth_panel(ax: Axes, entries: Sequence[RunEntry], title: str) -> None:
     growth can fall below zero."""
     grown = []
     for settings, metrics, status in entries:
-        if metrics is not None and not metrics.empty and "kl" in metrics.columns:
+        if _logged(metrics, "kl"):
             g = kl_growth_curve(_column(metrics, "kl"))
             metrics = pd.DataFrame({"step": g.index.to_numpy(), "kl_growth": g.to_numpy()})
         grown.append((settings, metrics, status))
     plot_runs(ax, grown, "kl_growth", lw=0.8)
-    _refresh(ax, grown)
+    _step_axis(ax, entries, title, refresh=grown)
     ax.axhline(0.0, color="black", lw=0.6, zorder=1)
-    ax.set_xlim(0, _max_steps(entries))
-    ax.set_xlabel("step")
     ax.set_ylabel("KL growth: KL(t) - KL(step 1) (nats/token)", fontsize=S.TEXT_PT)
-    ax.set_title(title, fontsize=S.TITLE_PT, loc="left")
 
 
-def _save(
-    fig: Any, outputs: Sequence[str | Path], provenance: Provenance, title: str, entries: Sequence[RunEntry] = ()
-) -> None:
-    """One legend for the figure, outside every panel (arms, the seeds drawn, reference lines), then
-    the provenance stamp and the files."""
-    P.figure_legend(fig, fig.axes, _seeds(entries))
-    P.save(fig, outputs, provenance=provenance, title=title)
+def _new_figure(
+    width: float, height: float, entries: Sequence[RunEntry], caption: Sequence[str], **kw: Any
+) -> tuple[Figure, Any]:
+    """``plotting.new_figure`` with the note that names the runs of ``entries`` missing or unfinished."""
+    return P.new_figure(width, height, L.availability_notes(entries), caption=caption, **kw)
 
 
-def _caption(selection: Mapping[str, Any] | None, names: Sequence[str]) -> list[str]:
-    return L.selection_lines(selection, names)
+def _kl_caption(selection: Selection, names: Sequence[str], options: Options | None) -> list[str]:
+    """The caption of a figure that draws the KL: each panel's selection, then the estimator's line."""
+    return [*L.selection_lines(selection, names), kl_footnote(options)]
+
+
+def figure_target(draw: Callable[..., Drawn]) -> Callable[..., None]:
+    """The registry's interface (the module docstring) around ``draw(panels, options, selection, **kw)``:
+    the figure it draws gets one legend, outside every panel (arms, the seeds drawn, reference lines),
+    then the provenance stamp and the files, under the title it returns."""
+
+    def target(
+        panels: Panels,
+        provenance: Provenance,
+        outputs: Sequence[str | Path],
+        options: Options | None = None,
+        *,
+        selection: Selection = None,
+        **kw: Any,
+    ) -> None:
+        fig, title, entries = draw(panels, options, selection, **kw)
+        P.figure_legend(fig, fig.axes, [e[0].get("seed") for e in entries if _logged(e[1])])
+        P.save(fig, outputs, provenance=provenance, title=title)
+
+    # the drawing's name and docstring; its signature stays the registry's, as ``inspect`` shows it
+    target.__name__, target.__qualname__, target.__doc__ = draw.__name__, draw.__qualname__, draw.__doc__
+    return target
 
 
 # --------------------------------------------------------------------------------------------------
 # Figures
 
 
+@figure_target
 def fig1(
     panels: Panels,
-    provenance: Provenance,
-    outputs: Sequence[str | Path],
-    options: Options | None = None,
+    options: Options | None,
+    selection: Selection,
     *,
-    selection: Mapping[str, Any] | None = None,
     titles: Mapping[str, str] | None = None,
     screen: pd.DataFrame | None = None,
-) -> None:
+) -> Drawn:
     """(a) validation accuracy of panel ``a``; (b) learner-sampler KL of panel ``b`` (seed-1 runs); where
     the study names a panel ``c``, (c) the KL's growth of its runs (``_growth_panel``: the KL minus its
     step-1 tempering offset, what the cliff study's stage M compares between temperatures).
@@ -312,22 +342,11 @@ def fig1(
     names = ["a", "b", "c"] if "c" in panels else ["a", "b"]
     a, b = panels.get("a", []), panels.get("b", [])
     both = _unique_entries(panels, names)
-    caption = [*_caption(selection, names), kl_footnote(options)]
+    caption = _kl_caption(selection, names, options)
     rows = 0 if screen is None else len(screen)
-    width = 5.0 * len(names)
-    if rows:
-        table_in = 0.45 + 0.22 * rows
-        fig, ax = P.new_figure(
-            width,
-            3.6 + table_in,
-            L.availability_notes(both),
-            nrows=2,
-            ncols=len(names),
-            caption=caption,
-            gridspec_kw={"height_ratios": [3.6, table_in]},
-        )
-    else:
-        fig, ax = P.new_figure(width, 3.6, L.availability_notes(both), ncols=len(names), caption=caption)
+    table_in = 0.45 + 0.22 * rows if rows else 0.0  # a row of its own under the panels for the screen
+    grid = {"nrows": 2, "gridspec_kw": {"height_ratios": [3.6, table_in]}} if rows else {}
+    fig, ax = _new_figure(5.0 * len(names), 3.6 + table_in, both, caption, ncols=len(names), **grid)
     titles = titles or {}
     _acc_panel(ax[0, 0], a, titles.get("a") or panel_title("a", a))
     _kl_panel(ax[0, 1], b, titles.get("b") or panel_title("b", b), options)
@@ -335,12 +354,12 @@ def fig1(
         c = panels["c"]
         _growth_panel(ax[0, 2], c, titles.get("c") or panel_title("c", c, "KL growth"))
     if rows:
-        grid = ax[1, 0].get_subplotspec().get_gridspec()
+        spec = ax[1, 0].get_subplotspec().get_gridspec()
         for extra in ax[1, :]:
             extra.remove()
         letter = PANEL_LETTERS[len(names)]  # the panel after the runs' last: (c), or (d) beside a growth panel
-        _screen_panel(fig.add_subplot(grid[1, :]), screen, title=f"({letter}) {SCREEN_TITLE}")
-    _save(fig, outputs, provenance, "Figure 1: finite safe staleness; cooling extends it", both)
+        _screen_panel(fig.add_subplot(spec[1, :]), screen, title=f"({letter}) {SCREEN_TITLE}")
+    return fig, TARGETS["fig1"].title, both
 
 
 SCREEN_TITLE = "the world screen, before any RL step (\u2713 meets the study's bound)"
@@ -363,26 +382,18 @@ def screen_figure(screen: pd.DataFrame, provenance: Provenance, outputs: Sequenc
 def _screen_panel(ax: Axes, screen: pd.DataFrame, title: str) -> None:
     """The world screen: each probed world's properties, a tick where a property meets the study's
     bound, the chosen world in bold."""
-    from coolsampler.results.world_screen import LABELS as PROPERTY_LABELS
-    from coolsampler.results.world_screen import value_text
+    from coolsampler.results import world_screen as W
 
-    props = [p for p in PROPERTY_LABELS if f"{p}_ok" in screen]
-    head = ["world", *(f"{PROPERTY_LABELS[p]}\n{screen[f'{p}_bound'].iloc[0]}" for p in props), "verdict"]
+    props = [p for p in W.LABELS if f"{p}_ok" in screen]
+    head = ["world", *(f"{W.LABELS[p]}\n{screen[f'{p}_bound'].iloc[0]}" for p in props), "verdict"]
     cells, bold = [], []
     for _, r in screen.iterrows():
-        row = [str(r["world"])]
-        for p in props:
-            row.append(value_text(p, r[p]) + (" \u2713" if r[f"{p}_ok"] else " \u2717"))
-        verdict = "chosen" if r["chosen"] else ("meets all" if r["meets_all"] else "fails")
-        row.append(verdict if r.get("candidate", True) else f"reference: {verdict}")
-        cells.append(row)
+        verdict = W.verdict_text(r)
+        cells.append([str(r["world"]), *(W.cell_text(r, p) for p in props)])
+        cells[-1].append(verdict if r.get("candidate", True) else f"reference: {verdict}")
         bold.append(bool(r["chosen"]))
     ax.axis("off")
-    ax.set_title(
-        title,
-        loc="left",
-        fontsize=S.TITLE_PT,
-    )
+    ax.set_title(title, loc="left", fontsize=S.TITLE_PT)
     table = ax.table(cellText=cells, colLabels=head, loc="upper center", cellLoc="center", colLoc="center")
     table.auto_set_font_size(False)
     table.set_fontsize(S.SMALL_PT)
@@ -409,14 +420,8 @@ def _fig2_rows(
 FIG2_TB = (1.0, 0.8)
 
 
-def fig2(
-    panels: Panels,
-    provenance: Provenance,
-    outputs: Sequence[str | Path],
-    options: Options | None = None,
-    *,
-    selection: Mapping[str, Any] | None = None,
-) -> None:
+@figure_target
+def fig2(panels: Panels, options: Options | None, selection: Selection) -> Drawn:
     """Uncooled vs cooled mismatch per model/task/N: (a) KL at the fixed first-cycle step with seed
     means and their ratio; (b) first step with KL > 0.1 nat, hollow where not reached before the
     first refresh (drawn at the refresh). A row holds one learning rate: runs of a second learning
@@ -425,20 +430,11 @@ def fig2(
     estimator = str((options or {}).get("kl", "k1"))
     entries = list(panels.get("a", []))
     notes = L.availability_notes(entries)
-    drawn = [
-        e
-        for e in entries
-        if L.tb_kind(e[0]) == "fixed"
-        and any(abs(L.tb_initial(e[0]) - t) < 1e-9 for t in FIG2_TB)
-        and not _own_loss(e[0])
-        and not e[0].get("replicate")
-    ]
-    drawn_ids = {id(e) for e in drawn}
-    notes += [
-        f"{L.short_key(e[0])}: not drawn (only fixed Tb 1.0/0.8, no replicate)"
-        for e in entries
-        if id(e) not in drawn_ids
-    ]
+    drawn, skipped = [], []
+    for e in entries:
+        fixed = L.tb_kind(e[0]) == "fixed" and any(abs(L.tb_initial(e[0]) - t) < 1e-9 for t in FIG2_TB)
+        (drawn if fixed and not _own_loss(e[0]) and not e[0].get("replicate") else skipped).append(e)
+    notes += [f"{L.short_key(e[0])}: not drawn (only fixed Tb 1.0/0.8, no replicate)" for e in skipped]
     order, rows = _fig2_rows(drawn)
     for key in order:  # one learning rate per row: the row's most common one
         lrs = [float(e[0].get("lr", L.DEFAULT_LR)) for e in rows[key]]
@@ -461,7 +457,7 @@ def fig2(
             notes.append(f"{L.short_key(e[0])}: KL {v:.2g} <= 0 at step {step}, on the floor, not in the mean")
     lo, hi = P.log_limits([list(at_step.values())], reference=0.0, decades=4)
     height = max(2.0, 0.45 * len(order) + 1.0)
-    fig, ax = P.new_figure(10, height, notes, ncols=2, caption=[*_caption(selection, ["a"]), kl_footnote(options)])
+    fig, ax = P.new_figure(10, height, notes, ncols=2, caption=_kl_caption(selection, ["a"], options))
     axa, axb = ax[0, 0], ax[0, 1]
     ylabels = []
     for i, key in enumerate(order):
@@ -469,7 +465,7 @@ def fig2(
         N = key[2]
         row_lr = float(rows[key][0][0].get("lr", L.DEFAULT_LR)) if rows[key] else L.DEFAULT_LR
         text = L.setting_row({"model": key[0], "task": key[1], "N": N})
-        ylabels.append(text + (f", lr {L.lr_text(row_lr)}" if abs(row_lr - L.DEFAULT_LR) > 1e-12 else ""))
+        ylabels.append(text + ("" if L.default_lr(row_lr) else f", lr {L.lr_text(row_lr)}"))
         means = {}
         for j, t in enumerate(FIG2_TB):
             runs = [e for e in rows[key] if abs(L.tb_initial(e[0]) - t) < 1e-9 and e[1] is not None]
@@ -528,7 +524,7 @@ def fig2(
     )
     axb.set_title(f"(b) first crossing of {nat_text(KL_EARLY_NAT)}", fontsize=S.TITLE_PT, loc="left")
     fig.subplots_adjust(left=0.16, wspace=0.12)
-    _save(fig, outputs, provenance, "Figure 2: cooling lowers the learner-sampler mismatch", drawn)
+    return fig, TARGETS["fig2"].title, drawn
 
 
 def fig2_step_text(Ns: Sequence[int]) -> str:
@@ -556,7 +552,7 @@ def _signals_panel(ax: Axes, entries: Sequence[RunEntry], title: str) -> None:
     drawn = [e for e in entries if (c := corrections.get(e[0].get("correction"))) is not None and c.signals]
     top = 0.0
     for settings, metrics, _ in drawn:
-        if metrics is None or metrics.empty:
+        if not _logged(metrics):
             continue
         correction = corrections.get(settings.get("correction"))
         assert correction is not None
@@ -565,71 +561,48 @@ def _signals_panel(ax: Axes, entries: Sequence[RunEntry], title: str) -> None:
         for signal in correction.signals:
             if signal.column not in metrics.columns:
                 continue
-            y = pd.to_numeric(metrics[signal.column], errors="coerce").to_numpy(dtype="float64")
+            y = _numeric(metrics, signal.column)
             top = max(top, float(np.nanmax(y))) if np.isfinite(y).any() else top
             label = f"{L.tb_label(settings)}: {signal.legend}"
             ax.plot(metrics["step"].to_numpy(), y, color=colour, ls=signal.linestyle, lw=0.9, label=label)
-    _refresh(ax, drawn or entries)
-    ax.set_xlim(0, _max_steps(entries))
+    _step_axis(ax, entries, title, ylabel="fraction (responses vetoed / tokens clipped)", refresh=drawn or entries)
     ax.set_ylim(0.0, max(top, 1e-3) * 1.1)
-    ax.set_xlabel("step")
-    ax.set_ylabel("fraction (responses vetoed / tokens clipped)")
-    ax.set_title(title, fontsize=S.TITLE_PT, loc="left")
     if not drawn:
         named = ", ".join(c.label for c in corrections.corrections() if c.signals)
         ax.text(0.5, 0.5, f"no {named} run selected", transform=ax.transAxes, ha="center", fontsize=S.TEXT_PT)
 
 
-def fig4(
-    panels: Panels,
-    provenance: Provenance,
-    outputs: Sequence[str | Path],
-    options: Options | None = None,
-    *,
-    selection: Mapping[str, Any] | None = None,
-) -> None:
+@figure_target
+def fig4(panels: Panels, options: Options | None, selection: Selection) -> Drawn:
     """Learning rate, mu-GRPO and cooling: (a) validation accuracy, (b) KL of the same runs,
     (c) mu-GRPO's veto and ratio-clip fractions."""
     e = panels.get("a", [])
-    caption = [*_caption(selection, ["a"]), kl_footnote(options)]
-    fig, ax = P.new_figure(15, 3.8, L.availability_notes(e), ncols=3, caption=caption)
+    fig, ax = _new_figure(15, 3.8, e, _kl_caption(selection, ["a"], options), ncols=3)
     _acc_panel(ax[0, 0], e, panel_title("a", e), correction=True)
     _kl_panel(ax[0, 1], e, panel_title("b", e), options, correction=True)
     _signals_panel(ax[0, 2], e, "(c) mu-GRPO: vetoed responses, clipped tokens")
     fig.subplots_adjust(wspace=0.32)
-    _save(fig, outputs, provenance, "Figure 4: lower learning rate, mu-GRPO and cooling", e)
+    return fig, TARGETS["fig4"].title, e
 
 
-def accuracy_row(
-    panels: Panels,
-    provenance: Provenance,
-    outputs: Sequence[str | Path],
-    options: Options | None = None,
-    *,
-    selection: Mapping[str, Any] | None = None,
-    target: str,
-) -> None:
+@figure_target
+def accuracy_row(panels: Panels, options: Options | None, selection: Selection, *, target: str) -> Drawn:
     """Validation accuracy, one panel per panel of ``target`` side by side, under its registry title
     (``coolsampler.spec.targets``): Figures 3, 5 and 6. Where the panels differ in learning rate, every
     title names its own (Figure 5's MATH panels differ by lr alone); where the runs span several
     corrections, the legend names each run's (Figure 6: no correction dashed)."""
     names = list(TARGETS[target].panels)
     every = _unique_entries(panels, names)
-    fig, ax = P.new_figure(
-        4 + 3 * len(names), 3.4, L.availability_notes(every), ncols=len(names), caption=_caption(selection, names)
-    )
+    fig, ax = _new_figure(4 + 3 * len(names), 3.4, every, L.selection_lines(selection, names), ncols=len(names))
     lrs = {_common(panels.get(n, []), "lr") for n in names if panels.get(n)}
     corrections_drawn = {e[0].get("correction") for e in every}
     for i, name in enumerate(names):
         e = panels.get(name, [])
         lr = _common(e, "lr")
-        extra = ""
-        if (
-            len(lrs) > 1 and lr is not None and abs(float(lr) - L.DEFAULT_LR) <= 1e-12
-        ):  # a non-default one is named anyway
-            extra = f"lr {L.lr_text(lr)}"
+        # the default lr named where the panels differ in lr (panel_title names any other one anyway)
+        extra = f"lr {L.lr_text(lr)}" if len(lrs) > 1 and lr is not None and L.default_lr(lr) else ""
         _acc_panel(ax[0, i], e, panel_title(name, e, extra), correction=len(corrections_drawn) > 1)
-    _save(fig, outputs, provenance, TARGETS[target].title, every)
+    return fig, TARGETS[target].title, every
 
 
 fig3 = partial(accuracy_row, target="fig3")
@@ -641,11 +614,9 @@ def _temperature_range(ax: Axes, entries: Sequence[RunEntry]) -> None:
     """Shade each run's per-step min-max sampler temperature over its prompts (a per-prompt
     controller samples one batch at several temperatures; the line is their mean)."""
     for settings, metrics, _ in entries:
-        if metrics is None or metrics.empty or "temperature_min" not in metrics.columns:
-            continue
-        lo = pd.to_numeric(metrics["temperature_min"], errors="coerce").to_numpy(dtype="float64")
-        hi = pd.to_numeric(metrics["temperature_max"], errors="coerce").to_numpy(dtype="float64")
-        ax.fill_between(metrics["step"].to_numpy(), lo, hi, color=P.run_colour(settings), alpha=0.2, lw=0)
+        if _logged(metrics, "temperature_min"):
+            lo, hi = _numeric(metrics, "temperature_min"), _numeric(metrics, "temperature_max")
+            ax.fill_between(metrics["step"].to_numpy(), lo, hi, color=P.run_colour(settings), alpha=0.2, lw=0)
 
 
 def _fixed_temperatures(entries: Sequence[RunEntry]) -> list[RunEntry]:
@@ -654,7 +625,7 @@ def _fixed_temperatures(entries: Sequence[RunEntry]) -> list[RunEntry]:
     in a rehearsal, would otherwise be empty)."""
     out = []
     for settings, metrics, status in entries:
-        if metrics is not None and not metrics.empty and L.tb_kind(settings) == "fixed":
+        if _logged(metrics) and L.tb_kind(settings) == "fixed":
             logged = metrics["temperature"] if "temperature" in metrics.columns else pd.Series(dtype="float64")
             if pd.to_numeric(logged, errors="coerce").isna().all():
                 sampled = metrics["step"].to_numpy() >= 1  # step 0 is validation only, as in logged runs
@@ -663,31 +634,21 @@ def _fixed_temperatures(entries: Sequence[RunEntry]) -> list[RunEntry]:
     return out
 
 
-def fig7(
-    panels: Panels,
-    provenance: Provenance,
-    outputs: Sequence[str | Path],
-    options: Options | None = None,
-    *,
-    selection: Mapping[str, Any] | None = None,
-) -> None:
+@figure_target
+def fig7(panels: Panels, options: Options | None, selection: Selection) -> Drawn:
     """Adaptive and scheduled temperature: accuracy (top) and sampler temperature used (bottom:
     the mean over the step's prompts, shaded between their min and max; fixed-Tb references flat at
     their Tb)."""
     both = _unique_entries(panels, ["a", "b"])
-    caption = _caption(selection, ["a", "b"])
-    fig, ax = P.new_figure(10, 5.6, L.availability_notes(both), nrows=2, ncols=2, caption=caption)
+    fig, ax = _new_figure(10, 5.6, both, L.selection_lines(selection, ["a", "b"]), nrows=2, ncols=2)
     for i, name in enumerate(["a", "b"]):
         e = panels.get(name, [])
         _acc_panel(ax[0, i], e, panel_title(name, e), correction=True)
         axt = ax[1, i]
         plot_runs(axt, _fixed_temperatures(e), "temperature", lw=1.0, correction=True)
         _temperature_range(axt, e)
-        _refresh(axt, e)
-        axt.set_xlim(0, _max_steps(e))
-        axt.set_xlabel("step")
-        axt.set_ylabel("sampler temperature Tb")
-    _save(fig, outputs, provenance, "Figure 7: adaptive and scheduled temperature", both)
+        _step_axis(axt, e, ylabel="sampler temperature Tb")
+    return fig, TARGETS["fig7"].title, both
 
 
 FIG8_COLUMNS = (
@@ -700,35 +661,23 @@ FIG8_COLUMNS = (
 )
 
 
-def fig8(
-    panels: Panels,
-    provenance: Provenance,
-    outputs: Sequence[str | Path],
-    options: Options | None = None,
-    *,
-    selection: Mapping[str, Any] | None = None,
-) -> None:
+@figure_target
+def fig8(panels: Panels, options: Options | None, selection: Selection) -> Drawn:
     """Every run at N=144 (7B): six diagnostics, line style by seed, the cut replicate dash-dotted."""
     e = panels.get("a", [])
-    caption = [*_caption(selection, ["a"]), kl_footnote(options)]
-    fig, ax = P.new_figure(12, 6.4, L.availability_notes(e), nrows=2, ncols=3, caption=caption)
-    for k, (col, label) in enumerate(FIG8_COLUMNS):
-        a_ = ax.flat[k]
+    fig, ax = _new_figure(12, 6.4, e, _kl_caption(selection, ["a"], options), nrows=2, ncols=3)
+    for a_, (col, label) in zip(ax.flat, FIG8_COLUMNS, strict=True):
         if col == "val_acc":
             _acc_panel(a_, e, panel_title("a", e))
-            continue
-        if col == "kl":
+        elif col == "kl":
             _kl_panel(a_, e, "", options)
-            continue
-        if col == "grad_norm":
-            log_panel(a_, e, col, reference=0.0, lw=0.8)
         else:
-            plot_runs(a_, e, col, lw=0.8)
-        _refresh(a_, e)
-        a_.set_xlim(0, _max_steps(e))
-        a_.set_xlabel("step")
-        a_.set_ylabel(label)
-    _save(fig, outputs, provenance, "Figure 8: every run at refresh interval 144", e)
+            if col == "grad_norm":
+                log_panel(a_, e, col, reference=0.0, lw=0.8)
+            else:
+                plot_runs(a_, e, col, lw=0.8)
+            _step_axis(a_, e, ylabel=label)
+    return fig, TARGETS["fig8"].title, e
 
 
 __all__ = [
@@ -754,17 +703,10 @@ _GUARD_MARKERS = ("*", "P", "X", "p", "h")  # one per guard arm; replayed schedu
 # frontier (fixed N) keeps its Tb colour, so each arm reads apart from it by colour as well as marker
 _GUARD_COLOURS = ("#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf")
 _SCHEDULE_COLOUR = "#555555"
-FRONTIER_TITLE = "The staleness guard against the fixed-N frontier"
 
 
-def guard_frontier(
-    panels: Panels,
-    provenance: Provenance,
-    outputs: Sequence[str | Path],
-    options: Options | None = None,
-    *,
-    selection: Mapping[str, Any] | None = None,
-) -> None:
+@figure_target
+def guard_frontier(panels: Panels, options: Options | None, selection: Selection) -> Drawn:
     """Mean refresh interval (steps / refreshes, log axis) against (a) the fraction of runs that degrade
     and (b) the whole-run accuracy (the arm's mean, large; each run, small, by seed): the fixed-N arms
     as a line in the Tb colour (the frontier; dashed: no correction), each guard arm in a colour and a
@@ -774,7 +716,7 @@ def guard_frontier(
     entries = panels.get("a", [])
     table = frontier_table(entries)
     arms = frontier_arms(table)
-    fig, ax = P.new_figure(10, 3.6, L.availability_notes(entries), ncols=2, caption=_caption(selection, ["a"]))
+    fig, ax = _new_figure(10, 3.6, entries, L.selection_lines(selection, ["a"]), ncols=2)
     deg, acc = ax[0, 0], ax[0, 1]
     for (corr, tb), group in arms.groupby(["correction", "Tb"], sort=False, dropna=False):
         colour = P.tb_colour({"Tb": tb, "Tb_initial": tb})
@@ -820,4 +762,4 @@ def guard_frontier(
     deg.set_title(panel_title("a", entries, "degraded"), fontsize=S.TITLE_PT)
     P.accuracy_axis(acc, label="whole-run accuracy")
     acc.set_title(panel_title("b", entries, "accuracy: arm mean, each run small"), fontsize=S.TITLE_PT)
-    _save(fig, outputs, provenance, FRONTIER_TITLE, entries)
+    return fig, TARGETS["guard_frontier"].title, entries

@@ -53,6 +53,11 @@ def tl_text(settings: Mapping[str, Any]) -> str:
     return "tied" if tl == "tied" else f"{float(tl):.1f}"
 
 
+def default_lr(lr: Any) -> bool:
+    """``lr`` is the paper's learning rate, which labels leave unnamed ("2e-6 unless stated")."""
+    return abs(float(lr) - DEFAULT_LR) <= 1e-12
+
+
 def lr_text(lr: float) -> str:
     """A learning rate as the paper writes it: '2e-6', '1.5e-6'."""
     return num(float(lr))
@@ -107,8 +112,8 @@ def arm_label(settings: Mapping[str, Any]) -> str:
         out += {"linear": " + linear schedule", "kl_cooling": " + KL cooling"}.get(kind, " + controller")
         if kind == "saturation+kl":
             out += " (KL gate)"
-    lr = float(settings.get("lr", DEFAULT_LR))
-    if abs(lr - DEFAULT_LR) > 1e-12:
+    lr = settings.get("lr", DEFAULT_LR)
+    if not default_lr(lr):
         out += f", lr {lr_text(lr)}"
     if settings.get("Tl") == "tied":
         out += ", Tl tied"
@@ -128,8 +133,8 @@ def run_label(settings: Mapping[str, Any], *, seed: bool = True, correction: boo
     parts.append(tb_label(settings))
     if settings.get("Tl") == "tied":
         parts.append("Tl tied")
-    lr = float(settings.get("lr", DEFAULT_LR))
-    if abs(lr - DEFAULT_LR) > 1e-12:
+    lr = settings.get("lr", DEFAULT_LR)
+    if not default_lr(lr):
         parts.append(f"lr {lr_text(lr)}")
     if seed and "seed" in settings:
         parts.append(f"s{settings['seed']}")
@@ -246,6 +251,7 @@ __all__ = [
     "arm_label",
     "availability_notes",
     "correction_label",
+    "default_lr",
     "table_correction_label",
     "lr_text",
     "model_label",

@@ -27,7 +27,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
 from coolsampler.paper import style as S
-from coolsampler.paper.labels import DEFAULT_LR, tb_initial, tb_kind
+from coolsampler.paper.labels import DEFAULT_LR, default_lr, tb_initial, tb_kind
 from coolsampler.results.analysis import KL_LEAD_NAT, nat_text
 from coolsampler.spec import corrections
 from coolsampler.spec.provenance import Provenance
@@ -83,7 +83,7 @@ def run_colour(settings: Mapping[str, Any]) -> Any:
     correction = corrections.get(settings.get("correction"))
     base = correction.colour if correction is not None and correction.colour else tb_colour(settings)
     lr = float(settings.get("lr", DEFAULT_LR))
-    if abs(lr - DEFAULT_LR) <= 1e-12:
+    if default_lr(lr):
         return base
     return shade(base, 1.0 + min(0.6, 0.6 * (DEFAULT_LR - lr) / DEFAULT_LR)) if lr < DEFAULT_LR else shade(base, 0.6)
 
@@ -127,7 +127,7 @@ def log_limits(values: Iterable[Any], *, reference: float = 1.0, decades: int = 
     """Limits of a log axis (powers of ten) that show the data and ``reference`` without letting a
     single near-zero point stretch the axis: the floor is the 2nd percentile of the positive values,
     and never more than ``decades`` decades below the top. Values below the floor (and values <= 0,
-    which a log axis cannot show) are drawn on it by ``clip_to_floor``."""
+    which a log axis cannot show) are drawn on it by ``to_floor``."""
     arrays = [np.asarray(v, dtype="float64").ravel() for v in values]
     flat = np.concatenate(arrays) if arrays else np.array([], dtype="float64")
     pos = flat[np.isfinite(flat) & (flat > 0)]
@@ -139,19 +139,15 @@ def log_limits(values: Iterable[Any], *, reference: float = 1.0, decades: int = 
     return 10.0 ** math.floor(math.log10(lo)), hi
 
 
-def clip_to_floor(y: np.ndarray, floor: float) -> tuple[np.ndarray, np.ndarray]:
-    """(y with every finite value below ``floor`` set to it, mask of those values). NaN stays NaN
-    (a step not logged is a gap, not a value)."""
+def to_floor(ax: Axes, x: np.ndarray, y: np.ndarray, floor: float, colour: Any) -> tuple[np.ndarray, int]:
+    """(y with every finite value below ``floor`` set to it, how many), each such point marked with a
+    hollow down-triangle on the axis floor (a value <= 0 among them). NaN stays NaN (a step not logged is
+    a gap, not a value)."""
     low = np.isfinite(y) & (y < floor)
-    return np.where(low, floor, y), low
-
-
-def mark_floor(ax: Axes, x: np.ndarray, floor: float, colour: Any) -> None:
-    """Hollow down-triangles on the axis floor where a value is <= 0 or below the floor."""
-    if len(x):
+    if low.any():
         ax.scatter(
-            x,
-            np.full(len(x), floor),
+            x[low],
+            np.full(int(low.sum()), floor),
             marker=FLOOR_MARKER,
             s=16,
             facecolors="none",
@@ -161,6 +157,7 @@ def mark_floor(ax: Axes, x: np.ndarray, floor: float, colour: Any) -> None:
             zorder=5,
             label=FLOOR_LABEL,
         )
+    return np.where(low, floor, y), int(low.sum())
 
 
 def kl_axis(
@@ -294,15 +291,12 @@ def _wrap_width(width_in: float) -> int:
 
 def note_lines(notes: Sequence[str], width_in: float) -> list[str]:
     """The note text wrapped to the figure width, one ``runs missing/unfinished:`` paragraph."""
-    if not notes:
-        return []
-    text = "runs missing/unfinished: " + "; ".join(notes)
-    # never break inside a run key (keys hold hyphens: '2e-6'), so a note can be searched for a key
-    return textwrap.wrap(text, width=_wrap_width(width_in), break_on_hyphens=False, break_long_words=False)
+    return caption_lines(["runs missing/unfinished: " + "; ".join(notes)], width_in) if notes else []
 
 
 def caption_lines(caption: Sequence[str], width_in: float) -> list[str]:
     """Caption lines (the selection each panel uses) wrapped to the figure width."""
+    # never break inside a run key (keys hold hyphens: '2e-6'), so a note can be searched for a key
     out: list[str] = []
     for line in caption:
         out += textwrap.wrap(line, width=_wrap_width(width_in), break_on_hyphens=False, break_long_words=False)
@@ -341,21 +335,17 @@ def new_figure(
         ax.xaxis.label.set_size(S.TEXT_PT)
         ax.yaxis.label.set_size(S.TEXT_PT)
         ax.title.set_size(S.TITLE_PT)
-    if lines:
-        note(fig, lines, y_in=FOOTER_IN + NOTE_LINE_IN * len(lines))
-    if cap:
-        y = (FOOTER_IN + NOTE_LINE_IN * (len(lines) + len(cap))) / total
-        fig.text(0.01, y, "\n".join(cap), color="#444444", fontsize=S.SMALL_PT, va="top", ha="left", family=S.MONO)
+    _text_lines(fig, lines, FOOTER_IN + NOTE_LINE_IN * len(lines), "#b00000")  # the note, red: a run is missing
+    _text_lines(fig, cap, FOOTER_IN + NOTE_LINE_IN * (len(lines) + len(cap)), "#444444")
     return fig, axes
 
 
-def note(fig: Figure, lines: Sequence[str], *, y_in: float | None = None) -> None:
-    """Draw the visible 'runs missing/unfinished: ...' note (red) near the bottom of the figure."""
-    if not lines:
-        return
-    h = fig.get_figheight()
-    y = (y_in if y_in is not None else FOOTER_IN + NOTE_LINE_IN * len(lines)) / h
-    fig.text(0.01, y, "\n".join(lines), color="#b00000", fontsize=S.SMALL_PT, va="top", ha="left", family=S.MONO)
+def _text_lines(fig: Figure, lines: Sequence[str], top_in: float, colour: str) -> None:
+    """Lines of small monospace text (the caption, the missing-runs note) whose top is ``top_in`` inches
+    above the figure's bottom; nothing for no lines."""
+    if lines:
+        y = top_in / fig.get_figheight()
+        fig.text(0.01, y, "\n".join(lines), color=colour, fontsize=S.SMALL_PT, va="top", ha="left", family=S.MONO)
 
 
 SYNTHETIC_MARK = "SYNTHETIC \u2014 not a result"
@@ -414,14 +404,11 @@ __all__ = [
     "UNCOOLED",
     "accuracy_axis",
     "caption_lines",
-    "clip_to_floor",
     "figure_legend",
     "kl_axis",
     "log_limits",
     "insert_band",
-    "mark_floor",
     "new_figure",
-    "note",
     "refresh_lines",
     "run_colour",
     "save",
@@ -429,5 +416,6 @@ __all__ = [
     "seed_marker",
     "stamp",
     "tb_colour",
+    "to_floor",
     "wrap_titles",
 ]

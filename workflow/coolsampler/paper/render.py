@@ -98,12 +98,8 @@ def run_snakemake_target(smk: Any, kind: str) -> None:
         check_panels(target, smk.params.panels)
         panels = load_panels(dict(smk.params.panels))
         logger.info("%s: runs per panel %s", target, {p: len(r) for p, r in panels.items()})
-        seen: set[str] = set()
-        for entries in panels.values():
-            for note_ in availability_notes(entries):
-                if note_ not in seen:
-                    seen.add(note_)
-                    logger.warning("%s: %s", target, note_)
+        for note_ in dict.fromkeys(n for entries in panels.values() for n in availability_notes(entries)):
+            logger.warning("%s: %s", target, note_)  # once, where a run sits in several panels
         # The commit is read here, not passed as a param: a param would rerun every figure on each commit.
         prov = Provenance.here(
             smk.params.study, commit=getattr(smk.params, "commit", None), script=f"workflow/scripts/{kind}.py"

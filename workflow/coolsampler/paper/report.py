@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -118,8 +119,7 @@ def run_curves(
     a2.set_ylabel("learner entropy")
     steps = int(settings.get("steps", 0) or 0)
     for a in (a0, a1, a2):
-        if settings.get("N"):
-            P.refresh_lines(a, int(settings["N"]), steps or 300)
+        P.refresh_lines(a, settings.get("N"), steps or 300)
         if steps:
             a.set_xlim(0, steps)
         a.set_xlabel("step")
@@ -141,7 +141,7 @@ def run_curves(
 
 
 def run_figure_from_files(
-    draw,
+    draw: Any,
     script: str,
     metrics_path: str | Path,
     status_path: str | Path,
@@ -159,13 +159,9 @@ def run_figure_from_files(
     draw(settings, load_metrics(metrics_path), load_status(status_path), [out], prov)
 
 
-def run_curves_from_files(
-    metrics_path: str | Path, status_path: str | Path, run_yaml_path: str | Path, out: str | Path, study: str
-) -> None:
-    """Body of ``workflow/scripts/run_curves.py``: one run's ``curves.png`` from its run directory."""
-    run_figure_from_files(
-        run_curves, "workflow/scripts/run_curves.py", metrics_path, status_path, run_yaml_path, out, study
-    )
+# Body of ``workflow/scripts/run_curves.py``: one run's ``curves.png`` from its run directory, called with
+# (metrics, status, run.yaml, out, study) as ``run_figure_from_files`` takes them.
+run_curves_from_files = partial(run_figure_from_files, run_curves, "workflow/scripts/run_curves.py")
 
 
 def settings_text(settings: Mapping[str, Any]) -> dict[str, str]:

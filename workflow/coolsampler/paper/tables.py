@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -60,13 +61,10 @@ Panels = Mapping[str, Sequence[RunEntry]]
 
 
 def arm_key(settings: Mapping[str, Any]) -> tuple[Any, ...]:
-    """Settings that define an arm: everything but the data seed and the replicate tag."""
+    """Settings that define an arm: everything but the data seed and the replicate tag (the settings Table 2
+    compares runs by, ``comparison_key``, then the temperatures, the length and the refresh)."""
     return (
-        settings.get("model"),
-        settings.get("task"),
-        int(settings.get("N", 0)),
-        float(settings.get("lr", DEFAULT_LR)),
-        settings.get("correction"),
+        *comparison_key(settings),
         tb_kind(settings),
         repr(settings.get("Tb")),
         str(settings.get("Tl")),
@@ -120,25 +118,16 @@ def _isnan(x: Any) -> bool:
     return x is None or (isinstance(x, float) and math.isnan(x))
 
 
-def f3(x: Any) -> str:
-    return DASH if _isnan(x) else f"{float(x):.3f}"
+def _cell(text: Callable[[Any], str]) -> Callable[[Any], str]:
+    """A cell's formatter: the dash where the value is missing ("did not happen"), else ``text`` of it."""
+    return lambda x: DASH if _isnan(x) else text(x)
 
 
-def f2(x: Any) -> str:
-    return DASH if _isnan(x) else f"{float(x):.2f}"
-
-
-def fkl(x: Any) -> str:
-    """KL with three significant figures (0.0312, 0.134, 15.6)."""
-    return DASH if _isnan(x) else f"{float(x):.3g}"
-
-
-def fstep(x: Any) -> str:
-    return DASH if _isnan(x) else str(int(x))
-
-
-def flead(x: Any) -> str:
-    return DASH if _isnan(x) else f"{int(x):+d}"
+f3 = _cell(lambda x: f"{float(x):.3f}")
+f2 = _cell(lambda x: f"{float(x):.2f}")
+fkl = _cell(lambda x: f"{float(x):.3g}")  # KL with three significant figures (0.0312, 0.134, 15.6)
+fstep = _cell(lambda x: str(int(x)))
+flead = _cell(lambda x: f"{int(x):+d}")
 
 
 def joined(values: Sequence[Any], fmt: Callable[[Any], str], *, range_from: int = 4) -> str:
@@ -167,11 +156,41 @@ def _int_or_nan(x: Any) -> float:
     return np.nan if x is None else int(x)
 
 
-def _all_entries(panels: Panels, names: Sequence[str]) -> list[RunEntry]:
-    out: list[RunEntry] = []
-    for n in names:
-        out.extend(panels.get(n, []))
-    return out
+def _run_columns(st: Mapping[str, Any], **arm: Any) -> dict[str, Any]:
+    """The CSV columns that name a run (Tables 2 and 4): its key and settings, ``arm`` (what each table
+    names the arm by) after the learning rate."""
+    return {
+        "key": st.get("key", ""),
+        "model": model_label(st),
+        "task": task_label(st),
+        "N": int(st.get("N", 0)),
+        "lr": float(st.get("lr", DEFAULT_LR)),
+        **arm,
+        "Tb": tb_text(st),
+        "Tl": tl_text(st),
+        "seed": st.get("seed"),
+        "replicate": st.get("replicate") or "",
+    }
+
+
+Frames = Callable[[Sequence[RunEntry]], tuple[pd.DataFrame, pd.DataFrame]]  # runs -> (data, display)
+
+
+def rows_table(
+    panels: Panels,
+    provenance: Provenance,
+    outputs: Sequence[str | Path],
+    options: Mapping[str, Any] | None = None,
+    *,
+    frames: Frames,
+    title: str,
+    caption: str,
+) -> pd.DataFrame:
+    """A table target (the interface of ``coolsampler.paper.figures``) from its panel ``rows``: ``frames``
+    decides the data (the CSV, returned) and the display (TeX, Markdown, HTML), ``writers`` the bytes."""
+    data, disp = frames(list(panels.get("rows", [])))
+    write_table(data, disp, outputs, title=title, caption=caption, provenance=provenance)
+    return data
 
 
 # --------------------------------------------------------------------------------------------------
@@ -250,13 +269,7 @@ TABLE1_CAPTION = (
 )
 
 
-def table1(
-    panels: Panels, provenance: Provenance, outputs: Sequence[str | Path], options: Mapping[str, Any] | None = None
-) -> pd.DataFrame:
-    """Table 1 from panel ``rows``."""
-    data, disp = table1_frames(_all_entries(panels, ["rows"]))
-    write_table(data, disp, outputs, title="Table 1", caption=TABLE1_CAPTION, provenance=provenance)
-    return data
+table1 = partial(rows_table, frames=table1_frames, title="Table 1", caption=TABLE1_CAPTION)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -313,16 +326,7 @@ def table2_frames(entries: Sequence[RunEntry]) -> tuple[pd.DataFrame, pd.DataFra
         for (st, _, _), s in zip(arm, sums, strict=True):
             data_rows.append(
                 {
-                    "key": st.get("key", ""),
-                    "model": model_label(st),
-                    "task": task_label(st),
-                    "N": int(st.get("N", 0)),
-                    "lr": float(st.get("lr", DEFAULT_LR)),
-                    "arm": arm_label(st),
-                    "Tb": tb_text(st),
-                    "Tl": tl_text(st),
-                    "seed": st.get("seed"),
-                    "replicate": st.get("replicate") or "",
+                    **_run_columns(st, arm=arm_label(st)),
                     "degrades": s["onset"] is not None,
                     "peak": s["peak"],
                     "onset": _int_or_nan(s["onset"]),
@@ -387,13 +391,7 @@ TABLE2_CAPTION = (
 )
 
 
-def table2(
-    panels: Panels, provenance: Provenance, outputs: Sequence[str | Path], options: Mapping[str, Any] | None = None
-) -> pd.DataFrame:
-    """Table 2 from panel ``rows`` (the study's runs; which of them degrade is read from the data)."""
-    data, disp = table2_frames(_all_entries(panels, ["rows"]))
-    write_table(data, disp, outputs, title="Table 2", caption=TABLE2_CAPTION, provenance=provenance)
-    return data
+table2 = partial(rows_table, frames=table2_frames, title="Table 2", caption=TABLE2_CAPTION)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -479,13 +477,7 @@ TABLE3_CAPTION = (
 )
 
 
-def table3(
-    panels: Panels, provenance: Provenance, outputs: Sequence[str | Path], options: Mapping[str, Any] | None = None
-) -> pd.DataFrame:
-    """Table 3 from panel ``rows``; the CSV keeps one row per run."""
-    data, disp = table3_frames(_all_entries(panels, ["rows"]))
-    write_table(data, disp, outputs, title="Table 3", caption=TABLE3_CAPTION, provenance=provenance)
-    return data
+table3 = partial(rows_table, frames=table3_frames, title="Table 3", caption=TABLE3_CAPTION)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -526,16 +518,7 @@ def table4_frames(entries: Sequence[RunEntry]) -> tuple[pd.DataFrame, pd.DataFra
     ordered = sorted(entries, key=lambda e: table4_order(e[0]))
     for (st, _, _), s in zip(ordered, summaries(ordered), strict=True):
         row = {
-            "key": st.get("key", ""),
-            "model": model_label(st),
-            "task": task_label(st),
-            "N": int(st.get("N", 0)),
-            "lr": float(st.get("lr", DEFAULT_LR)),
-            "correction": st.get("correction"),
-            "Tb": tb_text(st),
-            "Tl": tl_text(st),
-            "seed": st.get("seed"),
-            "replicate": st.get("replicate") or "",
+            **_run_columns(st, correction=st.get("correction")),
             "peak": s["peak"],
             "final": s["final"],
             "onset": _int_or_nan(s["onset"]),
@@ -588,19 +571,14 @@ TABLE4_CAPTION = (
 )
 
 
-def table4(
-    panels: Panels, provenance: Provenance, outputs: Sequence[str | Path], options: Mapping[str, Any] | None = None
-) -> pd.DataFrame:
-    """Table 4 from panel ``rows``."""
-    data, disp = table4_frames(_all_entries(panels, ["rows"]))
-    write_table(data, disp, outputs, title="Table 4", caption=TABLE4_CAPTION, provenance=provenance)
-    return data
+table4 = partial(rows_table, frames=table4_frames, title="Table 4", caption=TABLE4_CAPTION)
 
 
 __all__ = [
     "Panels",
     "RunEntry",
     "comparison_key",
+    "rows_table",
     "degrading_groups",
     "table1",
     "table1_frames",

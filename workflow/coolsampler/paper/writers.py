@@ -98,8 +98,7 @@ def to_html(display: pd.DataFrame, *, title: str = "", caption: str = "", proven
     def esc(v: Any) -> str:
         return html.escape(str(v))
 
-    head = f"<title>{esc(title)}</title><style>{HTML_STYLE}</style>"
-    parts = [f"<!DOCTYPE html><html><head><meta charset='utf-8'>{head}</head><body>"]
+    parts = []
     if title or caption:
         parts.append(f"<p class='caption'><b>{esc(title)}.</b> {esc(caption)}</p>")
     if display.columns.empty:
@@ -115,8 +114,7 @@ def to_html(display: pd.DataFrame, *, title: str = "", caption: str = "", proven
         parts.append("<tbody>" + "".join(body) + "</tbody></table></div>")
     if provenance is not None:
         parts.append(f"<p class='provenance'>{esc(provenance.footer())}</p>")
-    parts.append("</body></html>")
-    return "\n".join(parts) + "\n"
+    return _page(title, "\n".join(parts) + "\n")
 
 
 def markdown_page(text: str, *, title: str = "") -> str:
@@ -130,6 +128,11 @@ def markdown_page(text: str, *, title: str = "") -> str:
     else:
         body = MarkdownIt("commonmark").enable("table").render(text)
         body = body.replace("<table>", "<div class='scroll'><table>").replace("</table>", "</table></div>")
+    return _page(title, body)
+
+
+def _page(title: str, body: str) -> str:
+    """A standalone HTML page in the tables' style around ``body``."""
     head = f"<title>{html.escape(title)}</title><style>{HTML_STYLE}</style>"
     return f"<!DOCTYPE html><html><head><meta charset='utf-8'>{head}</head><body>\n{body}</body></html>\n"
 

@@ -13,9 +13,7 @@ a verdict: a study's claims judge it (``measures.m_probe``).
 
 from __future__ import annotations
 
-import json
-from collections.abc import Mapping, Sequence
-from pathlib import Path
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import pandas as pd
@@ -87,13 +85,12 @@ def _pct(value: float) -> str:
     return "n/a" if pd.isna(value) else f"{value:.0%}"
 
 
-def _rows(table: pd.DataFrame, cells) -> list[str]:
-    lines = []
-    for _, r in table.iterrows():
-        lines.append("| " + " | ".join([f"{r['Tb']:g}", str(r["seed"]), *cells(r)]) + " |")
-    for _, r in temperature_means(table).iterrows():
-        lines.append("| " + " | ".join([f"{r['Tb']:g}", f"**mean of {int(r['runs'])}**", *cells(r)]) + " |")
-    return lines
+def _rows(table: pd.DataFrame, cells: Callable[[pd.Series], list[str]]) -> list[str]:
+    """A row per run (its Tb and seed), then one per sampler temperature with the mean of its runs."""
+    means = temperature_means(table)
+    rows = [[f"{r['Tb']:g}", str(r["seed"]), *cells(r)] for _, r in table.iterrows()]
+    rows += [[f"{r['Tb']:g}", f"**mean of {int(r['runs'])}**", *cells(r)] for _, r in means.iterrows()]
+    return ["| " + " | ".join(row) + " |" for row in rows]
 
 
 def _header(cols: Sequence[str]) -> list[str]:
@@ -147,9 +144,4 @@ def drift_markdown(table: pd.DataFrame) -> str:
     return "\n".join(lines) + "\n"
 
 
-def read_probes(paths: Mapping[str, str | Path]) -> dict[str, dict[str, Any]]:
-    """Run key -> its probe JSON."""
-    return {key: json.loads(Path(p).read_text()) for key, p in paths.items()}
-
-
-__all__ = ["BIN_LABELS", "CLASS_LABELS", "drift_markdown", "drift_table", "read_probes", "temperature_means"]
+__all__ = ["BIN_LABELS", "CLASS_LABELS", "drift_markdown", "drift_table", "temperature_means"]

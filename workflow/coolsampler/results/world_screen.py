@@ -36,6 +36,16 @@ def value_text(prop: str, value: float | None) -> str:
     return "n/a" if value is None or pd.isna(value) else f"{float(value):.{DECIMALS[prop]}f}"
 
 
+def cell_text(row: Mapping[str, Any], prop: str) -> str:
+    """A property's value in a screen's table, ticked where it meets the study's bound, crossed where not."""
+    return value_text(prop, row[prop]) + (" \u2713" if row[f"{prop}_ok"] else " \u2717")
+
+
+def verdict_text(row: Mapping[str, Any]) -> str:
+    """A world's verdict: 'chosen', 'meets all' (every bound) or 'fails'."""
+    return "chosen" if row["chosen"] else ("meets all" if row["meets_all"] else "fails")
+
+
 def within(value: float | None, bound: tuple[float | None, float | None]) -> bool:
     """Whether ``value`` lies in the closed interval ``bound`` (None: open on that side); a property the
     probe could not measure (no tail word sampled, say) never meets a bound."""
@@ -91,11 +101,10 @@ def screen_markdown(screen: Screen, table: pd.DataFrame) -> str:
     head = ["world", *(f"{LABELS[p]} [{bound_text(screen.bounds[p])}]" for p in props), "verdict"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for _, r in table.iterrows():
-        cells = [f"{r['world']} (`{r['ident']}`)"]
-        for p in props:
-            cells.append(value_text(p, r[p]) + (" ✓" if r[f"{p}_ok"] else " ✗"))
-        verdict = "**chosen**" if r["chosen"] else ("meets all" if r["meets_all"] else "fails")
-        cells.append(verdict if r["candidate"] else f"reference ({verdict.replace('**', '')})")
+        verdict = verdict_text(r)
+        shown = f"**{verdict}**" if r["chosen"] else verdict
+        cells = [f"{r['world']} (`{r['ident']}`)", *(cell_text(r, p) for p in props)]
+        cells.append(shown if r["candidate"] else f"reference ({verdict})")
         lines.append("| " + " | ".join(cells) + " |")
     pick = chosen_world(table)
     lines.append("")
@@ -108,4 +117,15 @@ def screen_markdown(screen: Screen, table: pd.DataFrame) -> str:
     return "\n".join(lines) + "\n"
 
 
-__all__ = ["DECIMALS", "LABELS", "value_text", "chosen_world", "read_probes", "screen_markdown", "screen_table", "within"]
+__all__ = [
+    "DECIMALS",
+    "LABELS",
+    "cell_text",
+    "chosen_world",
+    "read_probes",
+    "screen_markdown",
+    "screen_table",
+    "value_text",
+    "verdict_text",
+    "within",
+]
