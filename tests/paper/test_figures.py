@@ -14,9 +14,9 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from coolsampler.paper.own_logs import analyze
 from coolsampler.paper import labels, plotting
 from coolsampler.paper.labels import availability_notes
+from coolsampler.paper.own_logs import analyze
 from coolsampler.paper.render import load_panels, render, run_snakemake_target
 from coolsampler.paper.writers import to_latex, to_markdown
 from coolsampler.spec import provenance

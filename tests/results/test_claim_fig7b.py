@@ -74,7 +74,10 @@ def _verdict(tmp_path: Path, temperature: np.ndarray) -> C.Result:
     m = m[m.step > 0].reset_index(drop=True)
     m["temperature"] = m["temperature_min"] = m["temperature_max"] = temperature
     df, status = parse_jsonl(
-        _verl_log(m, tmp_path / "train.jsonl"), expected_steps=run.steps, val_every=run.val_every, max_response_length=512
+        _verl_log(m, tmp_path / "train.jsonl"),
+        expected_steps=run.steps,
+        val_every=run.val_every,
+        max_response_length=512,
     )
     assert df.set_index("step")["temperature"].loc[1:].to_numpy() == pytest.approx(temperature)  # parsed per step
     return C.evaluate_claim(CLAIMS, c, {key: C.RunData(run, df, status)}, RUNS)

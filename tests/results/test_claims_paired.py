@@ -29,9 +29,9 @@ def world(
     out = {}
     for r in RUNS:
         m = make_metrics(r.N, r.steps, r.val_every, r.Tb.initial, onsets.get((r.Tb.initial, r.N, r.seed)), seed=r.seed)
-        m["val_acc"] = make_metrics(r.N, r.steps, r.val_every, 1.0, onsets.get((r.Tb.initial, r.N, r.seed)), seed=r.seed)[
-            "val_acc"
-        ] - (behind if r.Tb.initial < 1 else 0.0)
+        m["val_acc"] = make_metrics(
+            r.N, r.steps, r.val_every, 1.0, onsets.get((r.Tb.initial, r.N, r.seed)), seed=r.seed
+        )["val_acc"] - (behind if r.Tb.initial < 1 else 0.0)
         if kl is not None:
             m["kl"] = kl.get((r.Tb.initial, r.seed), 0.1)
         out[r.key] = C.RunData(r, m, RunStatus(True, r.steps, r.steps, []))
@@ -117,7 +117,9 @@ def test_the_growth_ratio_reads_past_the_tempering_offset() -> None:
         return out
 
     def judged(data: dict[str, C.RunData]) -> dict[str, tuple[str, object]]:
-        return {c["id"]: (lambda r: (r.verdict, r.value))(C.evaluate_claim(claims, c, data, runs)) for c in claims.claims}
+        return {
+            c["id"]: (lambda r: (r.verdict, r.value))(C.evaluate_claim(claims, c, data, runs)) for c in claims.claims
+        }
 
     # uncooled: no offset, grows 0.06 over 40 steps; cooled: offset 0.018, grows 0.03
     v = judged(run_data({1.0: 0.06, 0.8: 0.03}, {1.0: 0.0, 0.8: 0.018}))
@@ -135,7 +137,10 @@ def test_the_growth_ratio_reads_past_the_tempering_offset() -> None:
 def test_stage_l_reads_collapse_and_the_cooled_pair_only_where_it_was_trained() -> None:
     claims = C.load_claims(REPO / "config" / "cliff-long-claims.yaml")
     runs = load_study(REPO / "config" / "cliff-long.yaml").runs
-    assert {(r.N, r.Tb.initial, r.seed, r.steps, r.val_every) for r in runs} == {(192, 1.0, 101, 192, 16), (192, 1.0, 102, 192, 16)}
+    assert {(r.N, r.Tb.initial, r.seed, r.steps, r.val_every) for r in runs} == {
+        (192, 1.0, 101, 192, 16),
+        (192, 1.0, 102, 192, 16),
+    }
     data = {}
     for r in runs:
         m = make_metrics(r.N, r.steps, r.val_every, r.Tb.initial, None, seed=r.seed)

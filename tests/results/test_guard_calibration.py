@@ -23,8 +23,7 @@ STUDY = load_study(REPO / "config" / "guard-calibration.yaml")
 def runs(collapse: dict[int, int | None]) -> list[tuple[dict, object]]:
     """The calibration study's runs, synthetic: N -> the step its runs collapse at (None: they hold)."""
     return [
-        (r.settings(), make_metrics(r.N, r.steps, r.val_every, 1.0, collapse.get(r.N), seed=r.seed))
-        for r in STUDY.runs
+        (r.settings(), make_metrics(r.N, r.steps, r.val_every, 1.0, collapse.get(r.N), seed=r.seed)) for r in STUDY.runs
     ]
 
 
@@ -63,7 +62,9 @@ def test_the_command_prints_the_rule_from_run_directories(tmp_path: Path, capsys
     for settings, m in runs({32: 40, 64: 40}):
         d = tmp_path / "runs" / settings["key"]
         write_metrics(m, RunStatus(True, 64, 64, []), d / "metrics.parquet", d / "status.json")
-        (d / "run.yaml").write_text(yaml.safe_dump({"study": "guard-calibration", "settings": {"key": settings["key"]}}))
+        (d / "run.yaml").write_text(
+            yaml.safe_dump({"study": "guard-calibration", "settings": {"key": settings["key"]}})
+        )
     assert main(["guard-threshold", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert "N=32: 2 of 2 runs degrade" in out and "N* = 16" in out

@@ -80,7 +80,9 @@ def test_claims_on_a_plain_verl_log_from_another_directory(tmp_path: Path) -> No
     r = subprocess.run([*run, "--key", KEY], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     assert re.search(r"(reproduced|differs) +s31-n96-tb1-final", r.stdout)
-    assert re.search(r"not judged, columns not in these logs \(s32-klinit-15b-uncooled\); to log them: .*use_kl_loss", r.stdout)
+    assert re.search(
+        r"not judged, columns not in these logs \(s32-klinit-15b-uncooled\); to log them: .*use_kl_loss", r.stdout
+    )
     assert r.stdout.index("s31-n96-tb1-final") < r.stdout.index("not judged")  # what was judged first
     # no run key anywhere: one line saying how to name it
     r = subprocess.run(run, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)

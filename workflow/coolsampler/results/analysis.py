@@ -445,6 +445,10 @@ def summarize_run(
 
 
 __all__ = [
+    "KL_EARLY_NAT",  # the KL thresholds and their wording (spec.settings), with the analysis that reads them
+    "KL_LEAD_NAT",
+    "kl_above_text",
+    "nat_text",
     "LENGTH_UNKNOWN",
     "UNKNOWN_LENGTH_STATUS",
     "COLLAPSE_AFTER_STEP",

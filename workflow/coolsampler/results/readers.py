@@ -430,6 +430,7 @@ def _listed_csv(path: Path) -> bool:
 def _listed_jsonl(path: Path) -> bool:
     return path.suffix == ".jsonl" or path.suffix in (".log", ".out") and _utf16(path)
 
+
 # The formats in the order they are tried: the first whose ``detect`` holds and whose ``read`` takes the
 # path reads it; ``read_records`` and ``find_logs`` both go through this table.
 LOG_FORMATS: tuple[LogFormat, ...] = (
