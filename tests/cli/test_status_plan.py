@@ -149,6 +149,30 @@ def test_status_of_fabricated_runs(tmp_path: Path, smoke, capsys) -> None:
     assert "running" in line and "20/64" in line and "0.516@16" in line and "0:01" in line
 
 
+def test_status_mid_resume_is_the_current_attempts(tmp_path: Path, smoke, capsys) -> None:
+    """The first attempt reached step 29 and was killed; the second resumed from the checkpoint of step 16,
+    validated there and is at step 20. Until it passes 29, the step, the validation and the ETA are its own
+    (the join cut at the resume point, as train.jsonl will be), not the killed attempt's."""
+    run = smoke.runs[0]
+    d = tmp_path / "runs" / run.key
+    write_log(d / "attempts" / "01.jsonl", range(1, 30))  # validations at 8, 16, 24
+    resumed = [
+        {"step": 16, "data": {"val-core/arith/acc/mean@1": 0.7}},
+        *(record(s, kl=0.5, t=3.0) for s in (17, 18, 19, 20)),
+    ]
+    (d / "attempts" / "02.jsonl").write_text("".join(json.dumps(r) + "\n" for r in resumed))
+    (d / "train.log").write_text(
+        f"{ATTEMPT}[coolsampler] {run.key}: attempt 1 preempted; retrying\nattempt 2: resuming\n"
+    )
+    st = run_state(run, d, watchdog_s=180)
+    assert (st.state, st.attempts, st.detail) == ("running", 2, "attempt 2")
+    assert (st.step, st.val_step, st.val_acc, st.kl) == (20, 16, 0.7, 0.5)
+    assert st.eta_s == pytest.approx(3.0 * (run.steps - 20))
+    assert main(["status", "--study", str(SMOKE), "--results", str(tmp_path)]) == 3
+    row = next(x for x in capsys.readouterr().out.splitlines() if x.startswith(run.key + " "))
+    assert f" 20/{run.steps} " in row and " 0.700@16 " in row
+
+
 def test_stall_threshold_is_derived_from_the_step_time() -> None:
     # ten median steps, or twice the longest (a validation step), at least two minutes, at most the watchdog's
     assert stall_threshold([1.5] * 10, watchdog_s=180) == 120

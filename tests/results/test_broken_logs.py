@@ -19,8 +19,9 @@ import pytest
 from coolsampler.paper.labels import availability_notes, short_key
 from coolsampler.paper.tables import table4_frames
 from coolsampler.results.analysis import summarize_run
-from coolsampler.results.metrics import MetricsError, parse_jsonl, read_jsonl
+from coolsampler.results.metrics import MetricsError, parse_jsonl
 from coolsampler.spec.metrics_schema import COLUMNS
+from coolsampler.spec.runlog import read_jsonl
 from coolsampler.spec.study import parse_key
 
 KEY = "toy-qwen2/arith/N4_lr1e-3_tis_Tb1_Tl1_s1_st20_v5"
@@ -215,7 +216,7 @@ def test_duplicated_steps_keep_the_last_record(tmp_path):
 
 
 def test_the_validation_a_resumed_run_makes_at_its_checkpoint_is_merged_not_flagged(tmp_path):
-    """What ``coolsampler.train.launch.assemble`` writes for a run resumed from the checkpoint of step 10:
+    """What ``coolsampler.spec.runlog.assemble`` writes for a run resumed from the checkpoint of step 10:
     the first attempt up to step 10, the second attempt's validation at step 10 (a record without
     training/global_step), then steps 11-20. Step 10 keeps its training metrics; nothing was
     trained twice, so the run is whole."""

@@ -18,6 +18,7 @@ from coolsampler.train.rehearsal import (
 )
 from coolsampler.spec.study import Study
 from coolsampler.spec import drift
+from coolsampler.spec.runlog import trained
 from coolsampler.spec.world import study_screen, study_worlds
 from coolsampler.results.world_screen import chosen_world
 from coolsampler.spec.targets import TARGETS, PanelSpec, panel_filters
@@ -289,16 +290,11 @@ TRAINING_KEYS = {
 # the runs without train.jsonl and run.yaml are listed here and drawn as missing.
 
 
-def trained(layout, key):
-    """A run whose training outputs exist (what rule parse reads)."""
-    return all(
-        Path(layout.run_file(key, f)).exists() for f in ("train.jsonl", "run.yaml")
-    )
-
-
 if ANALYSIS_ONLY:
     for _r, _x in ROOTS.items():
-        _missing = [r.key for r in _x.study.runs if not trained(_x.layout, r.key)]
+        _missing = [
+            r.key for r in _x.study.runs if not trained(_x.layout.run_dir(r.key))
+        ]
         if _missing:
             print(
                 f"analysis_only: {len(_missing)} of {len(_x.study.runs)} runs of study "
@@ -424,7 +420,7 @@ def target_inputs(wildcards):
     keys = sorted({r.key for runs in target_runs(wildcards).values() for r in runs})
     # analysis_only: the runs that exist; the others are drawn as missing (target_panels)
     if ANALYSIS_ONLY:
-        keys = [k for k in keys if trained(layout, k)]
+        keys = [k for k in keys if trained(layout.run_dir(k))]
     out = {
         "metrics": [layout.run_file(k, "metrics.parquet") for k in keys],
         "status": [layout.run_file(k, "status.json") for k in keys],
@@ -461,7 +457,7 @@ def run_figure_targets(root=R, name="curves.png"):
     if (
         ANALYSIS_ONLY
     ):  # a run that is not there has nothing to draw (it is listed as missing)
-        runs = [r for r in runs if trained(x.layout, r.key)]
+        runs = [r for r in runs if trained(x.layout.run_dir(r.key))]
     return [x.layout.run_file(r.key, name) for r in runs]
 
 
@@ -490,7 +486,7 @@ def leads_inputs(wildcards):
     """
     keys = [r.key for r in STUDY.runs]
     if ANALYSIS_ONLY:
-        keys = [k for k in keys if trained(LAYOUT, k)]
+        keys = [k for k in keys if trained(LAYOUT.run_dir(k))]
     elif PLATFORM != "cpu":
         keys = [k for k in keys if Path(LAYOUT.run_file(k, "metrics.parquet")).exists()]
     return {

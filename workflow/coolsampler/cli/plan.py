@@ -35,7 +35,6 @@ from __future__ import annotations
 import argparse
 import csv
 import heapq
-import json
 import math
 import statistics
 import sys
@@ -48,8 +47,9 @@ import yaml
 
 from coolsampler.cli import DEFAULT_STUDY, positive_float, positive_int
 from coolsampler.cli.memory import HOST_MEMORY_HELP, OVERLAY_HELP, host_profile
-from coolsampler.cli.status import hmm, read_records, refresh_lines, step_times
+from coolsampler.cli.status import hmm, refresh_lines
 from coolsampler.spec.inputs import EXIT_INPUT, InputError
+from coolsampler.spec.runlog import parse_line, run_records, step_times, trained, utf8_bytes
 from coolsampler.spec.settings import PAPER_RECIPE, step_seconds
 from coolsampler.spec.shipped import PROFILES as PROFILE_DIR
 from coolsampler.spec.shipped import ROOT
@@ -116,11 +116,6 @@ class Plan:
     refused: list[InputError] = field(default_factory=list)  # finished runs' files that were not what they claim
 
 
-def is_done(run_dir: Path) -> bool:
-    """Training finished: rule train's outputs exist (``coolsampler.cli.status``, state done)."""
-    return (run_dir / "run.yaml").exists() and (run_dir / "train.jsonl").exists()
-
-
 def _dir_bytes(d: Path) -> int:
     return sum(p.stat().st_size for p in d.rglob("*") if p.is_file() and not p.is_symlink())
 
@@ -133,17 +128,9 @@ def _seconds(value: Any, *, zero: bool = False) -> bool:
 
 
 def _line_of(log: Path, step: int) -> int | None:
-    """The line of ``log`` that holds ``step``'s record (verl's file logger: ``{"step": N, "data": {...}}``),
-    to name it in the refusal; None where it cannot be told."""
-    with log.open(errors="replace") as f:
-        for i, line in enumerate(f, 1):
-            try:
-                rec = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(rec, dict) and rec.get("step") == step:
-                return i
-    return None
+    """The line of ``log`` that holds ``step``'s record, to name it in the refusal; None where it cannot be told."""
+    lines = utf8_bytes(log).split(b"\n")
+    return next((i for i, raw in enumerate(lines, 1) if (rec := parse_line(raw)) and rec[0] == step), None)
 
 
 def check_step_times(log: Path, records: dict[int, dict[str, Any]]) -> None:
@@ -167,7 +154,7 @@ def measure(
     """Step times, start-up and disk of one finished run trained on ``platform``; None if it was not. A
     step time that is no time at all raises ``InputError`` naming the log and line; a wall time that is
     none leaves the start-up unknown, its ``InputError`` appended to ``refused`` (raised where None)."""
-    if not is_done(run_dir):
+    if not trained(run_dir):
         return None
     try:
         info = yaml.safe_load((run_dir / "run.yaml").read_text()) or {}
@@ -176,7 +163,7 @@ def measure(
     if info.get("platform") != platform:
         return None
     log = run_dir / "train.jsonl"
-    records = read_records([log])
+    records = run_records([log])
     check_step_times(log, records)
     times = step_times(records)
     startup = None
@@ -290,7 +277,7 @@ def make_plan(
         done = []
         for r in runs:
             d = Path(layout.run_dir(r.key))
-            if is_done(d):
+            if trained(d):
                 done.append(r.key)
             try:
                 got = measure(d, platform.name, refused)
@@ -604,7 +591,6 @@ __all__ = [
     "command",
     "default_parallel",
     "gpu_resource",
-    "is_done",
     "make_plan",
     "snakemake_options",
     "summary",

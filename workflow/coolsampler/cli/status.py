@@ -47,7 +47,8 @@ from pathlib import Path
 from typing import Any
 
 from coolsampler.cli import DEFAULT_STUDY
-from coolsampler.results.metrics import column_value, read_jsonl
+from coolsampler.results.metrics import column_value
+from coolsampler.spec.runlog import attempt_logs, run_records, step_times, train_steps, trained
 from coolsampler.spec.study import Run, Study
 from coolsampler.train.overrides import training_study
 from coolsampler.train.paths import Layout
@@ -106,44 +107,12 @@ def stall_threshold(times: list[float], watchdog_s: float) -> float:
     return min(derived, watchdog_s)
 
 
-def read_records(paths: list[Path]) -> dict[int, dict[str, Any]]:
-    """Every step's record over the attempts, a later attempt's record replacing an earlier one's (it
-    trained that step again after resuming), as ``coolsampler.train.launch.assemble`` joins them."""
-    out: dict[int, dict[str, Any]] = {}
-    for p in paths:
-        try:
-            by_step, _problems = read_jsonl(p)
-        except OSError:
-            continue
-        for step, data in by_step.items():
-            if "training/global_step" in data:
-                out[step] = dict(data)
-            else:
-                out.setdefault(step, {}).update(data)
-    return out
-
-
 def _last(records: dict[int, dict[str, Any]], column: str) -> tuple[int | None, float | None]:
     for step in sorted(records, reverse=True):
         val = column_value(records[step], column)
         if isinstance(val, (int, float)) and not isinstance(val, bool) and math.isfinite(val):
             return step, float(val)
     return None, None
-
-
-def _train_steps(records: dict[int, dict[str, Any]]) -> list[int]:
-    return sorted(s for s, d in records.items() if "training/global_step" in d)
-
-
-def step_times(records: dict[int, dict[str, Any]]) -> list[float]:
-    """Wall time of each logged training step: verl's step timer plus its validation timer."""
-    out = []
-    for d in records.values():
-        t = d.get("timing_s/step")
-        if isinstance(t, (int, float)) and math.isfinite(t):
-            extra = d.get("timing_s/testing")
-            out.append(float(t) + (float(extra) if isinstance(extra, (int, float)) and math.isfinite(extra) else 0.0))
-    return out
 
 
 _ATTEMPT_RE = re.compile(r"^attempt \d+: ")
@@ -191,15 +160,19 @@ def run_state(run: Run, run_dir: Path, *, watchdog_s: float, now: float | None =
     now = time.time() if now is None else now
     d = Path(run_dir)
     st = RunState(run.key, "not started", run.steps)
-    attempts = sorted((d / "attempts").glob("[0-9][0-9].jsonl"))
+    attempts = attempt_logs(d)
     st.attempts = len(attempts)
-    if (d / "run.yaml").exists() and (d / "train.jsonl").exists():
+    done, log = trained(d), d / "train.log"
+    if not done and not attempts and not log.exists():
+        return st
+    # the attempts joined as train.jsonl will be: a resumed attempt's steps replace the killed one's
+    records = run_records([d / "train.jsonl"] if done else attempts)
+    steps = train_steps(records)
+    st.step = steps[-1] if steps else 0
+    st.val_step, st.val_acc = _last(records, "val_acc")
+    _, st.kl = _last(records, "kl")
+    if done:
         st.state = "done"
-        records = read_records([d / "train.jsonl"])
-        steps = _train_steps(records)
-        st.step = steps[-1] if steps else 0
-        st.val_step, st.val_acc = _last(records, "val_acc")
-        _, st.kl = _last(records, "kl")
         status = d / "status.json"
         if status.exists():
             s = json.loads(status.read_text())
@@ -207,22 +180,13 @@ def run_state(run: Run, run_dir: Path, *, watchdog_s: float, now: float | None =
         else:
             st.detail = "not parsed yet (rule parse)"
         return st
-    log = d / "train.log"
     started, current = _log_of_current_attempt(log)
-    if not attempts and not log.exists():
-        return st
     st.attempts = max(st.attempts, started)
-    records = read_records(attempts)
-    steps = _train_steps(records)
-    st.step = steps[-1] if steps else 0
-    st.val_step, st.val_acc = _last(records, "val_acc")
-    _, st.kl = _last(records, "kl")
     # The current attempt: the last one the log shows started. Its file exists once verl's logger is up;
     # until its first training step it is in start-up.
     cur_file = attempts[-1] if attempts and len(attempts) >= started else None
-    cur_records = read_records([cur_file]) if cur_file else {}
-    cur_steps = _train_steps(cur_records)
-    if cur_steps:
+    cur_records = run_records([cur_file]) if cur_file else {}
+    if train_steps(cur_records):
         times = step_times(cur_records) or step_times(records)
         st.limit_s = stall_threshold(times, watchdog_s)
         st.idle_s = now - cur_file.stat().st_mtime
@@ -309,11 +273,9 @@ __all__ = [
     "exit_code",
     "failure_reason",
     "hmm",
-    "read_records",
     "refresh_lines",
     "run_state",
     "stall_threshold",
-    "step_times",
     "study_states",
     "table",
     "watchdog_stall_s",

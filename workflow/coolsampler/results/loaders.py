@@ -61,7 +61,8 @@ def check_table(df: pd.DataFrame, path: Path) -> pd.DataFrame:
     """A metrics table as ``coolsampler parse`` writes it: a ``step`` column of integers >= 0 below 10^7,
     each column of the schema numbers (a flag true/false). Raises ``InputError`` naming the cell's line
     (a CSV's header is line 1) and column; returns the table with its columns as numbers."""
-    from coolsampler.results.metrics import MAX_STEP, as_step
+    from coolsampler.results.metrics import MAX_STEP
+    from coolsampler.spec.runlog import as_step
 
     def where(i: int) -> str:
         return str(i + 2) if path.suffix == ".csv" else f"row {i + 1}"
@@ -93,8 +94,8 @@ def load_metrics(path: str | Path | None) -> pd.DataFrame | None:
         return None
     p = Path(path)
     if p.suffix == ".csv":
-        from coolsampler.results.metrics import utf8_bytes
         from coolsampler.results.readers import read_csv
+        from coolsampler.spec.runlog import utf8_bytes
 
         utf8_bytes(p)
         return check_table(read_csv(p), p)

@@ -1,11 +1,11 @@
 """verl JSONL -> the per-run metrics table (schema: ``coolsampler.spec.metrics_schema``).
 
-verl's ``file`` logger writes one JSON object per line, ``{"step": k, "data": {...}}``: the initial
-validation at step 0, then one line per training step (validation metrics merged into the steps
-where validation ran). The parser keeps what is sound and says what is not: a truncated last line,
-NaN values, missing validation points and a run that stopped early are recorded in ``RunStatus``
-(and so reach Table 4); a required metric absent from every step is an error naming the run and the
-metric. Works on a user's own verl JSONL too (``coolsampler parse PATH``). pandas only.
+The log is read by ``coolsampler.spec.runlog`` (verl's ``file`` logger: one ``{"step": k, "data": {...}}``
+record per line, validation metrics merged into the steps where validation ran). The parser keeps what
+is sound and says what is not: a truncated last line, NaN values, missing validation points and a run
+that stopped early are recorded in ``RunStatus`` (and so reach Table 4); a required metric absent from
+every step is an error naming the run and the metric. Works on a user's own verl JSONL too
+(``coolsampler parse PATH``). pandas only.
 
 Imports pandas and pyarrow only: no verl, vLLM or torch.
 """
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -22,7 +22,6 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from coolsampler.spec.inputs import InputError
 from coolsampler.spec.metrics_schema import (
     ABSENT,
     COLUMNS,
@@ -34,6 +33,7 @@ from coolsampler.spec.metrics_schema import (
     RunStatus,
     pick,
 )
+from coolsampler.spec.runlog import read_jsonl
 
 # The validation columns: logged at validation steps only (the initial one, step 0, included), so sparse
 # by design; their gaps are checked against the validation interval, not step by step.
@@ -58,129 +58,9 @@ def column_value(data: dict[str, Any], column: str) -> Any:
     return None if val is _ABSENT else val
 
 
-def read_jsonl(path: str | Path) -> tuple[dict[int, dict[str, Any]], list[str]]:
-    """One record per step, and the problems met while reading (``merge_records``).
-
-    A line that is not a ``{"step": k, "data": {...}}`` record is skipped and said: the last one as a
-    truncated end (the log was cut mid-write), any other as a stray line (a warning printed into the log).
-    A record whose step is not an integer >= 0 is skipped and counted (``step_problem``). Raises
-    ``InputError`` for a file that is not UTF-8 (``utf8_bytes``).
-    """
-    path = Path(path)
-    lines = utf8_bytes(path).split(b"\n")
-    last_line = max((i for i, raw in enumerate(lines, 1) if raw.strip()), default=0)
-    records: list[tuple[int, dict[str, Any]]] = []
-    stray: list[int] = []
-    bad_steps: list[tuple[int, Any]] = []
-    problems: list[str] = []
-    for i, raw in enumerate(lines, 1):
-        if not raw.strip():
-            continue
-        try:
-            rec = json.loads(raw)
-            given = rec["step"]
-            data = rec["data"]
-            if not isinstance(data, dict):
-                raise TypeError("data is not a mapping")
-        except (ValueError, KeyError, TypeError, RecursionError):  # RecursionError: a line of 10^5 brackets
-            if i == last_line:
-                problems.append("last line is not a whole JSON record (truncated log?)")
-            else:
-                stray.append(i)
-            continue
-        step = as_step(given)
-        if step is None:
-            bad_steps.append((i, given))
-            continue
-        records.append((step, data))
-    if stray:
-        problems.insert(0, stray_line_problem(stray))
-    if bad_steps:
-        problems.append(step_problem(bad_steps))
-    by_step, merged = merge_records(records)
-    return by_step, problems + merged
-
-
 # Where a log of unknown length stops being believed: no run of the paper's recipe comes near 10^7 steps,
 # and a step past it is a corrupt line, which must not make the checks below cost memory by its size.
 MAX_STEP = 10**7
-
-_UTF16 = (b"\xff\xfe", b"\xfe\xff")
-
-
-def utf8_bytes(path: str | Path) -> bytes:
-    """A text log's bytes, a UTF-8 byte-order mark dropped. Raises ``InputError`` for any other encoding:
-    read as UTF-8 regardless, a UTF-16 log is all stray lines (every other byte a NUL), which would read
-    as a log without events, i.e. a stable run."""
-    path = Path(path)
-    data = path.read_bytes()
-    if data.startswith(b"\xef\xbb\xbf"):
-        data = data[3:]
-    if data.startswith(_UTF16) or data[:4096].count(b"\x00") > 16:
-        raise InputError(path, "not UTF-8; UTF-16? (save it as UTF-8)")
-    try:
-        data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        if e.end == len(data) and "end of data" in e.reason:  # a log cut mid-character while written: its
-            return data  # last line is then a truncated record, which the readers say
-        line = data.count(b"\n", 0, e.start) + 1
-        raise InputError(path, f"not UTF-8 (byte 0x{data[e.start]:02x}); save it as UTF-8", line) from None
-    return data
-
-
-def as_step(value: Any) -> int | None:
-    """A logged step as an integer >= 0, or None: a bool, a string, a fraction or a negative number is
-    no step (``int()`` would truncate 3.5 to 3, making it look like a re-logged step)."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value if value >= 0 else None
-    if isinstance(value, float) and math.isfinite(value) and value.is_integer() and value >= 0:
-        return int(value)
-    return None
-
-
-def step_problem(bad: list[tuple[int, Any]]) -> str:
-    """One line for the records whose step is not an integer >= 0 (``bad``: line number, step given)."""
-    line, given = bad[0]
-    return f"{len(bad)} line(s) with a step that is not an integer >= 0 (line {line}: {given!r}), skipped"
-
-
-def stray_line_problem(lines: list[int]) -> str:
-    """One line for the lines of a log that are no record, skipped (a warning printed into it, say)."""
-    more = f" and {len(lines) - 1} more" if len(lines) > 1 else ""
-    return f"line {lines[0]}{more} is not a JSON record (a stray line), skipped"
-
-
-def merge_records(records: Iterable[tuple[int, dict[str, Any]]]) -> tuple[dict[int, dict[str, Any]], list[str]]:
-    """verl's records (step, data), in the order logged, as one record per step, and what was merged.
-
-    A step *trained* more than once (its ``training/global_step`` record logged again, as when a
-    resumed run re-logs the steps after its last checkpoint) keeps its *last* training record
-    whole, not a merge: the first attempt's values belong to a trajectory that was thrown away.
-    That is reported, since those steps were trained twice. A record without
-    ``training/global_step`` (a validation: step 0, or the one a resumed run makes at its
-    checkpoint step, which ``coolsampler.train.launch.assemble`` keeps) is merged into its step.
-    """
-    train: dict[int, dict[str, Any]] = {}
-    extra: dict[int, dict[str, Any]] = {}  # validation-only records, merged per step
-    relogged: list[int] = []
-    for step, data in records:
-        if "training/global_step" not in data:
-            extra.setdefault(step, {}).update(data)
-            continue
-        if step in train:
-            relogged.append(step)
-        train[step] = dict(data)
-    by_step = {step: {**train.get(step, {}), **extra.get(step, {})} for step in sorted({*train, *extra})}
-    problems = []
-    if relogged:
-        steps = sorted(set(relogged))
-        problems.append(
-            f"{len(steps)} step(s) logged more than once (resumed run?), kept the last record of each"
-            f" (first: step {steps[0]})"
-        )
-    return by_step, problems
 
 
 def _number_for(column: str, v: Any) -> bool:
@@ -251,8 +131,9 @@ def parse_records(
     required: tuple[str, ...] = REQUIRED,
     sources: Mapping[str, tuple[str, ...]] | None = None,
 ) -> tuple[pd.DataFrame, RunStatus]:
-    """``parse_jsonl`` on records already read (one per step, as ``merge_records`` gives them), whatever
-    wrote them: verl's file logger, its console, TensorBoard or MLflow (``coolsampler.results.readers``).
+    """``parse_jsonl`` on records already read (one per step, as ``runlog.merge_records`` gives them),
+    whatever wrote them: verl's file logger, its console, TensorBoard or MLflow
+    (``coolsampler.results.readers``).
 
     ``sources``: source keys to read a column from in place of the schema's (``--val`` names the
     validation series this way).

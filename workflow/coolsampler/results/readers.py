@@ -22,7 +22,9 @@ from typing import Any
 
 import pandas as pd
 
-from coolsampler.results.metrics import (
+from coolsampler.spec.inputs import InputError
+from coolsampler.spec.runlog import (
+    Records,
     as_step,
     merge_records,
     read_jsonl,
@@ -30,9 +32,6 @@ from coolsampler.results.metrics import (
     stray_line_problem,
     utf8_bytes,
 )
-from coolsampler.spec.inputs import InputError
-
-Records = dict[int, dict[str, Any]]
 
 # What `coolsampler analyze` reads, for the one line an unreadable input gets.
 FORMATS = (

@@ -9,7 +9,6 @@ killed by group id, never by process name. This module never imports verl.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import signal
@@ -23,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from coolsampler.spec.metrics_schema import pick
+from coolsampler.spec.runlog import as_step, assemble, attempt_logs, parse_line, read_jsonl, train_steps
 from coolsampler.train.checkpoints import clear, resume_point
 from coolsampler.train.platform import PREFORK_ENV
 from coolsampler.worker import prefork
@@ -48,22 +48,6 @@ class Progress:
     pgid: int | None = None  # verl's process group (= its session): what the clean stop kills
 
 
-def _last_step(jsonl: Path) -> int:
-    """Highest step in verl's JSONL; tolerant of a half-written last line."""
-    if not jsonl.exists():
-        return 0
-    step = 0
-    with jsonl.open("rb") as f:
-        for line in f:
-            try:
-                rec = json.loads(line)
-            except ValueError:
-                continue
-            if "training/global_step" in rec.get("data", {}):
-                step = max(step, int(rec["step"]))
-    return step
-
-
 class JsonlTail:
     """Reads verl's JSONL as it grows (only the new complete lines each time): the highest step, and
     the merged record of each step (validation metrics arrive in the same step's record)."""
@@ -81,12 +65,9 @@ class JsonlTail:
         end = chunk.rfind(b"\n") + 1  # a half-written last line is read next time
         self.offset += end
         for line in chunk[:end].splitlines():
-            try:
-                rec = json.loads(line)
-                data = rec.get("data", {})
-                step = int(rec["step"])
-            except (ValueError, KeyError, TypeError, AttributeError):
+            if (rec := parse_line(line)) is None or (step := as_step(rec[0])) is None:
                 continue
+            data = rec[1]
             self.records.setdefault(step, {}).update(data)
             if "training/global_step" in data:
                 self.step = max(self.step, step)
@@ -116,50 +97,10 @@ def progress_line(step: int, total: int, data: dict[str, Any], elapsed: float, e
     return "  ".join(parts) + f"  ({when})"
 
 
-def attempt_logs(jsonl: Path) -> list[Path]:
-    """verl's JSONL of each attempt at this run, oldest first (``<run>/attempts/NN.jsonl``).
-
-    verl's file logger truncates its file when it starts, and Snakemake deletes the outputs of a
-    killed job: each attempt therefore logs to its own file beside the run's outputs, and the run's
-    ``train.jsonl`` is assembled from them once the run has finished (``assemble``).
-    """
-    return sorted((jsonl.parent / "attempts").glob("[0-9][0-9].jsonl"))
-
-
-def _steps(path: Path) -> list[int]:
-    out = []
-    for line in path.read_bytes().splitlines():
-        try:
-            out.append(int(json.loads(line)["step"]))
-        except (ValueError, KeyError, TypeError):
-            continue
-    return out
-
-
-def assemble(attempts: list[Path], jsonl: Path) -> None:
-    """One log from the attempts: an attempt resumed from the checkpoint of step c replaces what the
-    earlier ones logged after c (those steps were trained again); records of step c are kept from
-    both (the earlier holds its training metrics, the later its validation on resuming)."""
-    lines: list[bytes] = []
-    for i, path in enumerate(attempts):
-        later = [min(s) for s in map(_steps, attempts[i + 1 :]) if s]
-        cut = min(later) if later else None
-        for line in path.read_bytes().splitlines():
-            try:
-                step = int(json.loads(line)["step"])
-            except (ValueError, KeyError, TypeError):
-                continue  # a half-written line of a killed attempt
-            if cut is None or step <= cut:
-                lines.append(line)
-    tmp = jsonl.with_suffix(".jsonl.tmp")
-    tmp.write_bytes(b"".join(line + b"\n" for line in lines))
-    tmp.replace(jsonl)
-
-
 def logged_step(attempts: Iterable[Path]) -> int:
     """The highest step the earlier attempts' logs reached: what a new attempt may resume from
     (``coolsampler.train.checkpoints.resume_point`` picks the newest complete checkpoint it covers)."""
-    return max((_last_step(a) for a in attempts), default=0)
+    return max((s for a in attempts for s in train_steps(read_jsonl(a)[0])), default=0)
 
 
 # Test-kit modules (coolsampler.testkit.tap, .faults) that tests of the real stack add to every verl
@@ -238,7 +179,7 @@ def run_verl(
     # ``log`` (the job's log) keeps the command's outcome, one progress line per step and, on failure,
     # the reason and the last lines of verl's output.
     verl_log = log.with_name("verl.log")
-    earlier = attempt_logs(jsonl)
+    earlier = attempt_logs(jsonl.parent)  # verl truncates its log on starting: one file per attempt
     logged_before = logged_step(earlier)
     current = jsonl.parent / "attempts" / f"{len(earlier) + 1:02d}.jsonl"
     current.parent.mkdir(parents=True, exist_ok=True)
