@@ -9,6 +9,9 @@ them is a dependency a reader has to follow. The rules (docs/layers.md):
 * ``train``: verl overrides, the platform, the job. Imports ``spec`` and ``worker``.
 * ``results``: metrics, analysis, claims. Imports ``spec``.
 * ``paper``: labels, figures, tables, report. Imports ``spec`` and ``results``.
+* ``world``: the generated worlds rules make (toy sums, chain worlds) and their probes. Imports ``spec``
+  only; the rules, their scripts and ``testkit`` use it (``cli`` may), no training layer does (so it is
+  no part of the training key).
 * ``testkit``: instruments for tests and acceptance; every layer but ``cli`` may be below it, and no
   layer but ``cli`` imports it (so it never enters the image with the training code).
 * ``cli``: one module per subcommand; may import every layer.
@@ -35,8 +38,9 @@ MAY_IMPORT: dict[str, set[str]] = {
     "train": {"spec", "worker"},
     "results": {"spec"},
     "paper": {"spec", "results"},
-    "testkit": {"spec", "worker", "train", "results", "paper"},
-    "cli": {"spec", "worker", "train", "results", "paper", "testkit"},
+    "world": {"spec"},
+    "testkit": {"spec", "worker", "train", "results", "paper", "world"},
+    "cli": {"spec", "worker", "train", "results", "paper", "world", "testkit"},
 }
 HEAVY = {"torch", "verl", "vllm", "ray", "transformers"}
 
@@ -198,9 +202,10 @@ def _loaded_after_import(mods: list[str]) -> set[str]:
 VERL_DRIVERS = {"coolsampler.train.verl_config"}
 
 
-@pytest.mark.parametrize("layer", ["spec", "train", "results", "paper", "cli"])
+@pytest.mark.parametrize("layer", ["spec", "train", "results", "paper", "world", "cli"])
 def test_light_layers_import_no_heavy_stack(layer):
-    """Studies, run keys, overrides, parsing, analysis, figures and the CLI run on a laptop with pandas."""
+    """Studies, run keys, overrides, parsing, analysis, figures and the CLI run on a laptop with pandas; the
+    worlds too, since Snakemake imports them to build the DAG (torch comes only where a model is made)."""
     mods = sorted(
         m for m in modules() if layer_of(m) == layer and m not in VERL_DRIVERS and not m.endswith(".__main__")
     )

@@ -405,7 +405,7 @@ def test_a_gpu_without_bf16_stops_the_check_before_any_engine(tmp_path, monkeypa
 def test_the_toy_model_sizes():
     """The CPU toy model is the smoke study's and the rehearsal's, unchanged; the GPU one, the acceptance's
     own model where none is cached, has a head size GPU attention kernels take and Qwen2.5-Math's positions."""
-    from coolsampler.testkit import toy
+    from coolsampler.world import toy
 
     n = len(toy.REHEARSAL_VOCAB)
     cpu, gpu = (toy.build_model("unused", vocab_size=n, size=s) for s in ("cpu", "gpu"))
@@ -448,8 +448,8 @@ def test_response_length_and_logprob_seqs_reach_the_check(tmp_path, monkeypatch)
     import torch
 
     from coolsampler.cli import main
-    from coolsampler.testkit import toy
     from coolsampler.train.rehearsal import REHEARSAL_RECIPE
+    from coolsampler.world import toy
 
     seen: list[acc.Options] = []
     monkeypatch.setattr(acc, "run_acceptance", lambda opt: seen.append(opt) or {"passed": True})

@@ -279,15 +279,19 @@ def test_an_overlay_is_found_by_name_and_a_wrong_one_lists_the_overlays(
 
 
 def test_a_subcommand_is_one_registry_line(monkeypatch, capsys) -> None:
-    """A module with add_parser(sub) and run(args) (or register(sub)) plus one SUBCOMMANDS line is a command:
-    listed with the line's help, parsed with the module's options, run by its run()."""
+    """A module with register(sub) plus one SUBCOMMANDS line is a command: listed with the line's help,
+    parsed with the options register adds, run by the func it sets."""
     import types
 
     import coolsampler.cli as cli
 
+    def register(sub) -> None:
+        p = sub.add_parser("example")
+        p.add_argument("--n", type=int, help="how many")
+        p.set_defaults(func=lambda args: print(f"ran {args.n}") or 0)
+
     mod = types.ModuleType("coolsampler.cli.example_cmd")
-    mod.add_parser = lambda sub: sub.add_parser("example").add_argument("--n", type=int, help="how many")
-    mod.run = lambda args: print(f"ran {args.n}") or 0
+    mod.register = register
     monkeypatch.setitem(sys.modules, "coolsampler.cli.example_cmd", mod)
     line = cli.Subcommand("example", "example_cmd", "prints ran N")
     monkeypatch.setattr(cli, "SUBCOMMANDS", (*cli.SUBCOMMANDS, line))

@@ -69,6 +69,24 @@ def test_every_knob_changes_the_key_and_the_name_does_not_hide_it() -> None:
     assert study(tail_zipf=None).runs[0].model == base  # the knob's "off" value is its absence
 
 
+def test_a_module_the_generator_imports_may_move_without_rebuilding_a_world(tmp_path, monkeypatch) -> None:
+    """The key reads a moved module under its old name, so the worlds (and runs) keyed before the move
+    stay; any other change of the generator's code is still a new world."""
+    from coolsampler.spec import world as world_spec
+
+    assert world_spec.GENERATOR.is_file()
+    keys = {}
+    for name, source in [
+        ("moved", "def f():\n    from coolsampler.world.toy import build_tokenizer\n"),
+        ("before", "def f():\n    from coolsampler.testkit.toy import build_tokenizer\n"),
+        ("changed", "def f():\n    from coolsampler.world.toy import numerics_record\n"),
+    ]:
+        (tmp_path / f"{name}.py").write_text(source)
+        monkeypatch.setattr(world_spec, "GENERATOR", tmp_path / f"{name}.py")
+        keys[name] = study().runs[0].model
+    assert keys["moved"] == keys["before"] != keys["changed"]
+
+
 def test_a_runs_length_is_a_run_setting_and_never_rebuilds_its_world() -> None:
     raw = copy.deepcopy(STUDY)
     raw["defaults"]["steps"] = 64
@@ -95,7 +113,7 @@ def test_the_world_model_and_data_live_where_rules_world_model_and_world_data_wr
     }
     # verl scores the world's answers with the generator's own reward, by path
     over = reward_overrides(run)
-    assert over["reward.custom_reward_function.path"].endswith("coolsampler/testkit/chain.py")
+    assert over["reward.custom_reward_function.path"].endswith("coolsampler/world/chain.py")
     assert over["reward.custom_reward_function.name"] == "compute_score"
 
 

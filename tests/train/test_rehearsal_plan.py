@@ -86,8 +86,8 @@ def test_rehearsal_substitutes_model_and_data_in_the_tasks_format():
 @pytest.mark.parametrize("task", ["gsm8k", "math"])
 def test_rehearsal_data_takes_the_tasks_own_reward_route(task, tmp_path):
     pytest.importorskip("verl")
-    from coolsampler.testkit import toy
     from coolsampler.worker import rewards
+    from coolsampler.world import toy
 
     paths = toy.write_rehearsal_task(tmp_path, task)
     for split, path in paths.items():

@@ -1,8 +1,8 @@
-# Generated worlds (coolsampler.testkit.toy): the smoke study's synthetic addition data and tiny warm-started
+# Generated worlds (coolsampler.world.toy): the smoke study's synthetic addition data and tiny warm-started
 # Qwen2; the rehearsal's model (the same sums answered in GSM8K's and MATH's formats) and its data in
 # each paper task's file layout and data_source. Paths: coolsampler.train.paths.
 
-from coolsampler.testkit import toy
+from coolsampler.world import toy
 
 
 rule toy_data:
@@ -46,7 +46,7 @@ rule rehearsal_model:
     params:
         out=lambda wildcards, output: Path(output[0]).parent,
         # answers in both formats, and right often enough that the saturation controllers act
-        # (coolsampler.testkit.toy.REHEARSAL_TARGET_ACC says why)
+        # (coolsampler.world.toy.REHEARSAL_TARGET_ACC says why)
         target_acc=toy.REHEARSAL_TARGET_ACC,
         max_steps=toy.REHEARSAL_MAX_STEPS,
         rehearsal=True,

@@ -1,4 +1,4 @@
-# Generated chain worlds (a study's `worlds:`; coolsampler.spec.world holds the knobs, coolsampler.testkit.chain
+# Generated chain worlds (a study's `worlds:`; coolsampler.spec.world holds the knobs, coolsampler.world.chain
 # makes them): D/<name>-<key>/{train,val}.parquet and S/models/<name>-<key>/, the key over the knobs and the
 # generator's code, so a changed knob builds a new world beside the old one.
 

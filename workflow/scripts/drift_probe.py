@@ -9,7 +9,7 @@ from coolsampler.spec import numerics
 # the probe samples on the pinned CPU code path, as the warm start did: set before anything imports torch
 numerics.pin()
 from coolsampler.spec.world import world_from_dict  # noqa: E402
-from coolsampler.testkit.drift_probe import load_learner, probe  # noqa: E402
+from coolsampler.world.drift_probe import load_learner, probe  # noqa: E402
 
 log = open(snakemake.log[0], "w")  # noqa: F821
 sys.stderr = log

@@ -1,9 +1,9 @@
-"""Rule rehearsal_data: toy sums in one paper task's files and data_source (coolsampler.testkit.toy)."""
+"""Rule rehearsal_data: toy sums in one paper task's files and data_source (coolsampler.world.toy)."""
 
 import sys
 from pathlib import Path
 
-from coolsampler.testkit import toy
+from coolsampler.world import toy
 
 sys.stderr = open(snakemake.log[0], "w")  # noqa: F821
 smk = snakemake  # noqa: F821

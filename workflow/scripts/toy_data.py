@@ -3,7 +3,7 @@
 import sys
 from pathlib import Path
 
-from coolsampler.testkit import toy
+from coolsampler.world import toy
 
 sys.stderr = open(snakemake.log[0], "w")  # noqa: F821
 paths = toy.write_task(Path(snakemake.output.train).parent, seed=snakemake.params.seed)  # noqa: F821

@@ -6,7 +6,7 @@ from coolsampler.spec import numerics
 
 # the warm start computes on the pinned CPU code path: in the environment before anything imports torch
 numerics.pin()
-from coolsampler.testkit import toy  # noqa: E402
+from coolsampler.world import toy  # noqa: E402
 
 log = open(snakemake.log[0], "w")  # noqa: F821
 sys.stderr = log

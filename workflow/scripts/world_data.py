@@ -4,7 +4,7 @@ import sys
 from pathlib import Path
 
 from coolsampler.spec.world import world_from_dict
-from coolsampler.testkit import chain
+from coolsampler.world import chain
 
 sys.stderr = open(snakemake.log[0], "w")  # noqa: F821
 world = world_from_dict(snakemake.params.name, snakemake.params.knobs, "world")  # noqa: F821

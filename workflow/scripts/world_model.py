@@ -7,7 +7,7 @@ from coolsampler.spec import numerics
 # the warm start computes on the pinned CPU code path: in the environment before anything imports torch
 numerics.pin()
 from coolsampler.spec.world import world_from_dict  # noqa: E402
-from coolsampler.testkit import chain, toy  # noqa: E402
+from coolsampler.world import chain, toy  # noqa: E402
 
 log = open(snakemake.log[0], "w")  # noqa: F821
 sys.stderr = log

@@ -43,10 +43,10 @@ sys.path.insert(0, str(REPO / "workflow"))
 from coolsampler.spec.numerics import PINNED_ENV, pin  # noqa: E402
 from coolsampler.spec.study import parse_key  # noqa: E402
 from coolsampler.spec.yaml_file import load_yaml  # noqa: E402
-from coolsampler.testkit import toy  # noqa: E402
 from coolsampler.train import launch  # noqa: E402
 from coolsampler.train.overrides import RunPaths, verl_overrides  # noqa: E402
 from coolsampler.train.platform import PREFORK_ENV, get_platform  # noqa: E402
+from coolsampler.world import toy  # noqa: E402
 
 # the CPU stack's budgets (docs/benchmarks.md, "Where a CPU run's time goes")
 BUDGET_STARTUP_S = 30.0

@@ -1,11 +1,11 @@
 """``coolsampler``: the pipeline's command line, for what one wants without running Snakemake.
 
 Each subcommand is one module of this package with a ``register(subparsers)`` hook (it adds its parser
-with ``subparsers.add_parser(NAME)`` and its options, and sets ``func``; or, instead, ``add_parser(subparsers)``
-that adds them and ``run(args)`` that runs the command), and one line of ``SUBCOMMANDS``:
-its name, its module and its one-line help, which ``coolsampler --help`` lists without importing any
-subcommand. Only the module of the command that runs is imported, so a module that cannot be imported
-(an optional dependency missing) breaks that command alone, never ``--help`` or ``--version``.
+with ``subparsers.add_parser(NAME)`` and its options, and sets ``func``, which runs the command), and one
+line of ``SUBCOMMANDS``: its name, its module and its one-line help, which ``coolsampler --help`` lists
+without importing any subcommand. Only the module of the command that runs is imported, so a module that
+cannot be imported (an optional dependency missing) breaks that command alone, never ``--help`` or
+``--version``.
 
 A ``--study``/``--overlay``/``--claims`` value that is a bare name (``--study paper``, ``--overlay one-gpu``)
 is the shipped file of that name first (``coolsampler.spec.shipped``), so a ``paper/`` folder where the
@@ -194,12 +194,7 @@ def build_parser(only: str | None = None, *, lazy: bool = False) -> argparse.Arg
             sub.add_parser(entry.name, help=entry.help, add_help=False)
             continue
         module = importlib.import_module(f"coolsampler.cli.{entry.module}")
-        if hasattr(module, "register"):  # register(sub): adds its parser and sets func
-            module.register(_Registrar(sub, entry))
-        else:  # add_parser(sub) adds its parser, run(args) runs the command
-            module.add_parser(_Registrar(sub, entry))
-            if sub.choices[entry.name].get_default("func") is None:
-                sub.choices[entry.name].set_defaults(func=module.run)
+        module.register(_Registrar(sub, entry))  # adds its parser and sets func
         for action in sub.choices[entry.name]._actions:  # study and claims files: found from any directory
             if action.dest in STUDY_FILE_OPTIONS and action.type is None:
                 action.type = overlay_file if action.dest == "overlay" else study_file

@@ -1,7 +1,7 @@
 """A study's drift probes as one table: per run, how far its learner has drifted from its never-refreshed
 sampler, and on which candidate tokens that drift sits.
 
-The probe (``coolsampler.testkit.drift_probe``, rule ``drift_probe``) writes one JSON per run; this module
+The probe (``coolsampler.world.drift_probe``, rule ``drift_probe``) writes one JSON per run; this module
 only reads those numbers, so a laptop with pandas re-tabulates a study's probes in milliseconds. Sections
 3.2 and 6 of the paper predict that at Tb=1 the drift sits in the tail, the tokens a hot sampler proposes
 rarely, and that cooling removes it by sampling the tail less. The table shows, per run and per sampler

@@ -1,7 +1,7 @@
 """A study's world screen judged: each candidate's probed properties against the study's bounds, and the
 first candidate, in the study's order, that meets all of them.
 
-The probe (``coolsampler.testkit.world_probe``) writes one JSON per world; this module only reads those
+The probe (``coolsampler.world.probe``) writes one JSON per world; this module only reads those
 numbers, so a laptop with pandas re-judges a screen in milliseconds. The rule is the study's
 (``screen:``, ``coolsampler.spec.world.Screen``), fixed before any run, so the verdict never depends on a
 trained run.

@@ -1,7 +1,7 @@
 """A study's drift probe (``drift_probe:``): which runs it reads, at which checkpoint, and the checks that
 the checkpoint will be there.
 
-The probe (``coolsampler.testkit.drift_probe``, rule ``drift_probe``) compares a run's initial model at its
+The probe (``coolsampler.world.drift_probe``, rule ``drift_probe``) compares a run's initial model at its
 sampler temperature with the learner of its step-``step`` checkpoint. That is the sampler the learner
 was trained against only while the sampler has never been refreshed, so only runs with no refresh up to
 ``step`` (N >= step, no guard or schedule) are probed; and the checkpoint must exist after the run: a
@@ -18,7 +18,7 @@ from typing import Any
 
 from coolsampler.spec.study import Run, StudyError
 
-# Where the probe (coolsampler.testkit.drift_probe) puts each term q(a) (log q(a) - log pi(a)) of the exact
+# Where the probe (coolsampler.world.drift_probe) puts each term q(a) (log q(a) - log pi(a)) of the exact
 # KL(q || pi) at an answer position: by the class of the CANDIDATE token a (a free word of rank < TAIL_RANK,
 # one of rank >= TAIL_RANK, the digit a right step writes at this position, any other digit, anything
 # else), and apart from that by the bin of q(a). Classes and bins each partition the candidates, so the

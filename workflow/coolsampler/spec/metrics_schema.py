@@ -265,7 +265,7 @@ PROVIDED_BY: dict[str, str] = {
     "val_acc": "trainer.test_freq=K and trainer.val_before_train=True (verl logs val-core/*)",
     "val_acc_sampled": "a validation set with a sampled copy (a generated world's sampled_val), run by"
     " coolsampler's patched verl (its per-row temperature holds in validation; upstream validates at one temperature)",
-    "val_digit_error": "a generated chain world's reward (coolsampler.testkit.chain; verl logs val-aux/*/digit_error)",
+    "val_digit_error": "a generated chain world's reward (coolsampler.world.chain; verl logs val-aux/*/digit_error)",
     "kl": _ROLLOUT_CORR,
     "k3_kl": _ROLLOUT_CORR,
     "entropy": "verl's default (actor/entropy from the old-log-prob pass)",

@@ -110,7 +110,7 @@ class Model:
 TASKS: dict[str, Task] = {
     "gsm8k": Task("gsm8k", "train", "test", 512, 512, 10, 300),
     "math": Task("math", "train_l3-5", "math500", 512, 1024, 20, 300),
-    # The smoke study's synthetic task (coolsampler.testkit.toy): digits -> running sums, exact-match reward.
+    # The smoke study's synthetic task (coolsampler.world.toy): digits -> running sums, exact-match reward.
     "arith": Task("arith", "train", "test", 32, 24, 8, 64),
 }
 

@@ -20,7 +20,7 @@ knobs (with the generator's code) key them: a run names its world as ``<name>-<k
 is a new model, new data and new runs, never a stale cache. A run's length and validation interval are
 run settings (``defaults:``/``runs:``), not knobs: a longer run trains in the same world.
 
-The generator is ``coolsampler.testkit.chain`` (torch, in the rules that build the world); this module
+The generator is ``coolsampler.world.chain`` (torch, in the rules that build the world); this module
 only reads the knobs. No verl, vLLM or torch here.
 """
 
@@ -39,9 +39,15 @@ from coolsampler.spec.validate import StudyError
 
 # The generator, whose code is part of every world's key (a change of how data or model are made
 # rebuilds them), and the reward verl loads from it by path.
-GENERATOR = Path(__file__).resolve().parents[1] / "testkit" / "chain.py"
+GENERATOR = Path(__file__).resolve().parents[1] / "world" / "chain.py"
 REWARD_FILE = GENERATOR.relative_to(Path(__file__).resolve().parents[3]).as_posix()  # from the repository root
 REWARD_FUNCTION = "compute_score"
+# Package modules the generator imports, each under the name it had when the worlds made so far were
+# keyed: the key reads the generator's code with these names (``generator_code``). A module that moves
+# within the package makes the same data and model, so its move must rebuild no world and retrain no run
+# in one; a change of what the generator does still changes the key. Named below the package: a whole
+# dotted package name in a string counts as an import (coolsampler.train.code), and these import nothing.
+KEYED_NAMES: dict[str, str] = {"world.toy": "testkit.toy"}
 # The tokens of every world: verl's Qwen token builder needs "\n" as one token and "<|im_end|>" to exist;
 # the free words follow, one letter each.
 SPECIAL_TOKENS = ("<pad>", "<s>", "</s>", *"0123456789", "=", " ", "\n", "<|im_end|>")
@@ -153,7 +159,7 @@ class World:
     def key(self) -> str:
         """Eight hex digits over the knobs and the generator's code."""
         h = hashlib.sha256(json.dumps(self.knobs(), sort_keys=True).encode())
-        h.update(code_content(GENERATOR))
+        h.update(generator_code())
         return h.hexdigest()[:8]
 
     @property
@@ -201,6 +207,16 @@ class World:
         )
 
 
+def generator_code() -> bytes:
+    """The generator's code as a world's key reads it: its syntax tree without docstrings
+    (``coolsampler.spec.source.code_content``), each moved module it imports under the name it was keyed
+    under (``KEYED_NAMES``)."""
+    code = code_content(GENERATOR)
+    for name, keyed in KEYED_NAMES.items():
+        code = code.replace(repr(f"coolsampler.{name}").encode(), repr(f"coolsampler.{keyed}").encode())
+    return code
+
+
 def world_from_dict(name: str, spec: Mapping[str, Any], where: str) -> World:
     """A world from its study block (already schema-checked), with the checks the schema cannot make."""
     spec = dict(spec)
@@ -243,7 +259,7 @@ def study_worlds(raw: Mapping[str, Any], origin: str) -> dict[str, World]:
     }
 
 
-# The properties a screen may bound (coolsampler.testkit.world_probe measures them), in the screen's order.
+# The properties a screen may bound (coolsampler.world.probe measures them), in the screen's order.
 # A study bounds some of them; ``error_link`` judges a block against the true running sum, ``error_link_local``
 # against the sum the answer itself wrote before it (a warm-started model carries its own mistakes on, so the
 # first counts every block after an error as wrong).
@@ -306,6 +322,7 @@ def check_val_samples(worlds: Mapping[str, World], recipe: Mapping[str, Any], or
 
 __all__ = [
     "GENERATOR",
+    "KEYED_NAMES",
     "PROPERTIES",
     "Screen",
     "TAIL_RANK",
@@ -315,6 +332,7 @@ __all__ = [
     "Shape",
     "WarmStart",
     "World",
+    "generator_code",
     "study_worlds",
     "world_from_dict",
 ]

@@ -5,7 +5,7 @@ take with only these substitutions, all explicit here or in the platform definit
 
 * platform: ``cpu`` (``coolsampler.train.platform.CPU_SUBSTITUTIONS``: device, precision, engine, process counts);
 * model: every model -> ``toy-qwen2-rehearsal``, a tiny Qwen2 warm-started to answer sums in both
-  answer formats (``coolsampler.testkit.toy.REHEARSAL_*``), to ~95% greedy accuracy
+  answer formats (``coolsampler.world.toy.REHEARSAL_*``), to ~95% greedy accuracy
   (``REHEARSAL_TARGET_ACC``; ~89% of samples at T=0.8): the paper's saturation controllers reheat only
   while at least half of a step's groups are all correct, which a weaker model never reaches in 4 steps;
   at this accuracy about 2/3 of the groups of 4 are all correct and the rest mixed, so the controller

@@ -9,7 +9,7 @@ where ``reward_kwargs`` are ``reward.custom_reward_function.reward_kwargs`` (mer
 It may return a float or a dict with a ``"score"`` key; a float is returned here, which the manager
 also records as the ``acc`` metric that validation reports. Answers are scored 1.0 (correct) or 0.0.
 
-Routing on ``data_source`` (the parquet column written by ``coolsampler.train.data`` / ``coolsampler.testkit.toy``):
+Routing on ``data_source`` (the parquet column written by ``coolsampler.train.data`` / ``coolsampler.world.toy``):
 
 * GSM8K (``openai/gsm8k``): verl's ``gsm8k`` scorer, strict mode: the last ``#### <number>`` in the
   last 300 characters, commas removed, must equal the ground truth string exactly. A ``\\boxed{}``

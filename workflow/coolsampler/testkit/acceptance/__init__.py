@@ -30,9 +30,9 @@ whether the patched stack does there what the CPU tests show it does here:
 
 Models: ``--model``, else the first Qwen2-family snapshot in the offline Hugging Face cache (the paper's
 Qwen2.5-Math-1.5B first), else a toy Qwen2 of GPU size warm-started on the sums in seconds (the summary
-says so). On the ``cpu`` platform: the rehearsal's toy Qwen2 (``coolsampler.testkit.toy``), so that the
+says so). On the ``cpu`` platform: the rehearsal's toy Qwen2 (``coolsampler.world.toy``), so that the
 script itself is tested on the CPU stack. Data: toy sums in GSM8K's format
-(``coolsampler.testkit.toy.write_rehearsal_task``).
+(``coolsampler.world.toy.write_rehearsal_task``).
 
 Before any engine is built, a GPU without bf16 stops the check with one line
 (``coolsampler.worker.gpu_check``). ``Options.break_gate`` (the CLI's hidden ``--break-gate``) is the

@@ -1,6 +1,6 @@
 """The world of the runs: the model (``models``) and the toy sums in GSM8K's format they train on.
 
-Without a model given or cached, the check makes its own: the toy world's recipe (``coolsampler.testkit.toy``,
+Without a model given or cached, the check makes its own: the toy world's recipe (``coolsampler.world.toy``,
 warm-started on the sums by supervised steps until it solves part of them), so that rewards vary, the
 learner moves and sampler versions differ. A randomly initialised model would score zero on every
 sample: zero advantages, zero gradients, every sampler version the same, and a sampler check with
@@ -40,7 +40,7 @@ GPU_TOY_TARGET_ACC, GPU_TOY_MAX_STEPS, GPU_TOY_LR = 0.3, 1500, 1e-3
 
 def make_world(platform: str, root: Path, model: Path | None, *, sft_steps: int = 400) -> World:
     """Model and data for the runs (reused when ``root`` holds them from an earlier call)."""
-    from coolsampler.testkit import toy
+    from coolsampler.world import toy
 
     data = root / "data"
     if not (data / "train.parquet").exists():
@@ -59,7 +59,7 @@ def make_world(platform: str, root: Path, model: Path | None, *, sft_steps: int 
             torch.set_num_threads(1)
             say(f"cpu platform: warm-starting the rehearsal's toy Qwen2 ({sft_steps} SFT steps at most)")
             toy.sft_warm_start(toy_dir, steps=sft_steps, target_acc=0.3, rehearsal=True, log=say)
-        return World(toy_dir, "toy", "toy Qwen2 of the rehearsal (coolsampler.testkit.toy; cpu platform)", train, val)
+        return World(toy_dir, "toy", "toy Qwen2 of the rehearsal (coolsampler.world.toy; cpu platform)", train, val)
     hit = find_model()
     if hit is not None:
         return World(hit[0], "real", f"{hit[1]} (offline cache: {hit[0]})", train, val)

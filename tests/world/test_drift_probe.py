@@ -12,7 +12,7 @@ import textwrap
 import pytest
 
 from coolsampler.spec.drift import BIN_NAMES, PROBES
-from coolsampler.testkit.drift_probe import CLASSES, decompose, load_learner, probe, right_digits
+from coolsampler.world.drift_probe import CLASSES, decompose, load_learner, probe, right_digits
 
 
 def _fsdp2_checkpoint(model_dir, actor_dir, scale: float) -> None:

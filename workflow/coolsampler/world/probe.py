@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from coolsampler.spec.world import LABELS, TAIL_RANK, World
-from coolsampler.testkit import chain
+from coolsampler.world import chain
 
 # A block of a well-formed answer: its label, the operand, free words (letters that are not labels), the sum.
 _BLOCK = re.compile(r"([A-I])(\d)([a-zJ-Z]*)(\d)")

@@ -9,9 +9,9 @@ from dataclasses import replace
 import pytest
 
 from coolsampler.spec.world import TAIL_RANK, World
-from coolsampler.testkit import chain
-from coolsampler.testkit.world_probe import block_errors, probe
-from tests.testkit.conftest import WORLD
+from coolsampler.world import chain
+from coolsampler.world.probe import block_errors, probe
+from tests.world.conftest import WORLD
 
 
 def test_blocks_are_judged_by_label_operand_and_running_sum_and_tail_words() -> None:

@@ -31,8 +31,8 @@ from typing import Any
 
 from coolsampler.spec.drift import BIN_NAMES, BINS, CLASSES
 from coolsampler.spec.world import TAIL_RANK, World
-from coolsampler.testkit import chain
-from coolsampler.testkit.world_probe import _logits, _sample
+from coolsampler.world import chain
+from coolsampler.world.probe import _logits, _sample
 
 _SHARD = re.compile(r"model_world_size_(\d+)_rank_(\d+)\.pt")
 

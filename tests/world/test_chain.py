@@ -1,4 +1,4 @@
-"""The chain world's generator and reward (coolsampler.testkit.chain): answers, data, error link, model shape."""
+"""The chain world's generator and reward (coolsampler.world.chain): answers, data, error link, model shape."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from coolsampler.spec.world import LABELS, ErrorLink, World
-from coolsampler.testkit import chain
+from coolsampler.world import chain
 
 WORLD = World("chain", chain_length=5, words_per_block=3, vocab_words=32, zipf=1.6, train_prompts=300, val_prompts=64)
 

@@ -224,7 +224,7 @@ def warm_start(world, out_dir: str | Path, *, log=print) -> dict[str, Any]:
     T=1 sampled accuracy at the end)."""
     import torch
 
-    from coolsampler.testkit.toy import build_tokenizer, numerics_record
+    from coolsampler.world.toy import build_tokenizer, numerics_record
 
     # One thread: as for the toy model, two OpenMP threads beside a loaded CI only spin-wait.
     torch.set_num_threads(1)

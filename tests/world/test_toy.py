@@ -1,5 +1,6 @@
-"""The rehearsal's world (coolsampler.testkit.toy): its prompts ask for the format their task's reward
-route scores, and its model is warm-started far enough that the paper's saturation controllers act.
+"""The toy world (coolsampler.world.toy) as the rehearsal uses it: its prompts ask for the format their
+task's reward route scores, and its model is warm-started far enough that the paper's saturation
+controllers act.
 
 Fast: no model is trained here (the slow rehearsal test trains the model and runs every arm)."""
 
@@ -21,8 +22,8 @@ def test_rehearsal_prompts_ask_for_the_format_their_route_scores(task, tmp_path)
     scores (the other format scores 0: without the cue a sum the model knows is right one time in two,
     and a group of 4 all correct one time in 16)."""
     pytest.importorskip("verl")
-    from coolsampler.testkit import toy
     from coolsampler.worker import rewards
+    from coolsampler.world import toy
 
     assert len(set(toy.REHEARSAL_CUES.values())) == len(toy.REHEARSAL_CUES) == 2
     assert all(c in toy.REHEARSAL_VOCAB for c in toy.REHEARSAL_CUES.values())
@@ -42,8 +43,8 @@ def test_rehearsal_model_is_warm_started_for_the_saturation_controller():
     """Rule rehearsal_model trains to ``REHEARSAL_TARGET_ACC``: high enough that at least half of the
     groups of 4 are all correct (the controller's reheat threshold in the paper's arms), short of 1 so
     that some groups still hold a wrong sample."""
-    from coolsampler.testkit import toy
     from coolsampler.worker.controller import SaturationController
+    from coolsampler.world import toy
 
     assert 0.5 <= toy.REHEARSAL_TARGET_ACC ** REHEARSAL_RECIPE["samples_per_prompt"] < 1
     assert SaturationController().saturation_threshold == 0.5
