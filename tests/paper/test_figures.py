@@ -97,6 +97,24 @@ def test_cut_run_is_named_unfinished_on_fig8(runs: list[Any], tmp_path: Path, mo
     assert "unfinished at step 287/300" in _figure_text(figs[0]).replace("\n", " ")
 
 
+@pytest.mark.parametrize("target", sorted(t for t, spec in TARGETS.items() if spec.kind == "figure"))
+def test_every_tick_label_lies_inside_the_figure(
+    target: str, runs: list[Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A row label as long as the demo's longest (a learning rate named where it differs) is drawn whole,
+    not cut at the figure's edge."""
+    figs = _capture_figure(monkeypatch)
+    render(target, demo_panels(target, runs), STUDY, COMMIT, outputs(tmp_path, target))
+    fig = figs[0]
+    renderer = fig.canvas.get_renderer()
+    width = fig.get_figwidth() * fig.dpi
+    for ax in fig.axes:
+        for label in [*ax.get_yticklabels(), *ax.get_xticklabels()]:
+            if label.get_visible() and label.get_text():
+                box = label.get_window_extent(renderer)
+                assert box.x0 >= 0 and box.x1 <= width, f"{target}: {label.get_text()!r} cut at the edge"
+
+
 def test_complete_panels_have_no_note(runs: list[Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     figs = _capture_figure(monkeypatch)
     render("fig1", demo_panels("fig1", runs), STUDY, COMMIT, outputs(tmp_path, "fig1"))

@@ -524,6 +524,7 @@ def fig2(panels: Panels, options: Options | None, selection: Selection) -> Drawn
     )
     axb.set_title(f"(b) first crossing of {nat_text(KL_EARLY_NAT)}", fontsize=S.TITLE_PT, loc="left")
     fig.subplots_adjust(left=0.16, wspace=0.12)
+    P.fit_left(fig, axa)
     return fig, TARGETS["fig2"].title, drawn
 
 

@@ -303,6 +303,16 @@ def caption_lines(caption: Sequence[str], width_in: float) -> list[str]:
     return out
 
 
+def fit_left(fig: Figure, ax: Axes, pad_in: float = 0.08) -> None:
+    """Widen the figure's left margin until ``ax``'s tick labels fit inside it: a row's label depends on
+    the runs drawn (a learning rate is named only where it differs), so no fixed margin fits every selection."""
+    canvas = fig.canvas if isinstance(fig.canvas, FigureCanvasAgg) else FigureCanvasAgg(fig)
+    renderer = canvas.get_renderer()
+    x0 = min((t.get_window_extent(renderer).x0 for t in ax.get_yticklabels() if t.get_text()), default=None)
+    if x0 is not None and x0 < pad_in * fig.dpi:
+        fig.subplots_adjust(left=fig.subplotpars.left + (pad_in * fig.dpi - x0) / (fig.get_figwidth() * fig.dpi))
+
+
 def new_figure(
     width: float,
     height: float,
@@ -395,6 +405,7 @@ def save(fig: Figure, outputs: Iterable[str | Path], *, provenance: Provenance, 
 
 __all__ = [
     "COOLED",
+    "fit_left",
     "SYNTHETIC_GID",
     "SYNTHETIC_MARK",
     "FLOOR_LABEL",
