@@ -1,4 +1,4 @@
-"""The correction registry is the one home of a correction: the schema's enum matches it, and a
+"""The correction registry is the one home of a correction: the study schema's choices come from it, and a
 correction registered here (a dummy one) reaches the overrides, the guard's check, the tables' labels
 and order, and the figures' colours, line styles and signal panel without any other module naming it."""
 
@@ -21,6 +21,7 @@ from coolsampler.spec.corrections import ROLLOUT_IS, Correction, FromRecipe, Sig
 from coolsampler.spec.guard import check_signal_logged
 from coolsampler.spec.settings import CORRECTIONS, PAPER_RECIPE
 from coolsampler.spec.study import Run, Temperature
+from coolsampler.spec.validate import StudyError, check_study, study_schema
 from coolsampler.testkit.synthetic import make_metrics
 from coolsampler.train.overrides import verl_overrides
 from coolsampler.train.paths import RunPaths
@@ -57,15 +58,15 @@ def run_with(correction: str, Tb: float = 1.0) -> Run:
     return Run("toy-qwen2", "arith", 4, PAPER_RECIPE["lr"], correction, Temperature("fixed", Tb), 1.0, 1, 16, 4)
 
 
-def test_the_schema_enum_is_the_registry() -> None:
-    schema = yaml.safe_load((PACKAGE / "spec" / "schemas" / "study.schema.yaml").read_text())
+def _schema_enums(schema: dict) -> list[list[str]]:
+    """Every list of choices the study schema gives a run's ``correction``."""
     found: list[list[str]] = []
 
     def walk(node: object) -> None:
         if isinstance(node, dict):
             if "correction" in node and isinstance(node["correction"], dict) and "anyOf" in node["correction"]:
                 for alt in node["correction"]["anyOf"]:
-                    found.append(alt.get("enum") or alt["items"]["enum"])
+                    found.append(alt["enum"] if "enum" in alt else alt["items"]["enum"])
             for v in node.values():
                 walk(v)
         elif isinstance(node, list):
@@ -73,8 +74,24 @@ def test_the_schema_enum_is_the_registry() -> None:
                 walk(v)
 
     walk(schema)
+    return found
+
+
+def test_the_schema_takes_its_corrections_from_the_registry() -> None:
+    # the schema file names none; what the validation reads is the registry's, in its order
+    assert _schema_enums(yaml.safe_load((PACKAGE / "spec" / "schemas" / "study.schema.yaml").read_text())) == [[], []]
+    found = _schema_enums(study_schema())
     assert found and all(enum == list(corrections.NAMES) for enum in found), found
     assert CORRECTIONS == corrections.NAMES == ("tis", "none", "mu_grpo")
+
+
+def test_a_registered_correction_is_a_study_choice(dummy: Correction) -> None:
+    entry = {"model": "toy-qwen2", "task": "arith", "N": 4, "lr": 1e-4, "Tb": 1.0, "seed": 1}
+    study = {"name": "s", "runs": [{**entry, "correction": dummy.name}]}
+    check_study(study, "s.yaml")  # accepted: the registry is the schema's list
+    corrections.unregister(dummy.name)
+    with pytest.raises(StudyError, match="correction"):
+        check_study(study, "s.yaml")
 
 
 def test_a_registered_correction_reaches_the_overrides(dummy: Correction) -> None:

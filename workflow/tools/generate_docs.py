@@ -351,7 +351,10 @@ def with_block(page: str, begin: str, end: str, block: str) -> str:
 def pages() -> dict[Path, str]:
     """Reference page path -> its text, from the schemas as they are now."""
     out = {}
-    study = yaml.safe_load((SCHEMAS / "study.schema.yaml").read_text())
+    _package()
+    from coolsampler.spec.validate import study_schema
+
+    study = study_schema()  # the file, with the correction choices the registry fills in
     out[OUT / "study.md"] = Page(study).render(
         "The study file",
         [

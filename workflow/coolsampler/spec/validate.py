@@ -16,6 +16,7 @@ from typing import Any
 
 import jsonschema
 
+from coolsampler.spec import corrections
 from coolsampler.spec.guard import GuardSpec, check_schedule, check_signal_logged
 from coolsampler.spec.settings import MODELS, TASKS, Model, Task
 from coolsampler.spec.targets import TARGETS, OptionError, panel_filters, target_options
@@ -39,10 +40,22 @@ def _error(msg: str) -> Exception:
     return StudyError(msg)
 
 
-@cache
 def study_schema() -> dict[str, Any]:
+    """The study schema, a run's ``correction`` choices and their descriptions filled from the registry
+    (``coolsampler.spec.corrections``), so that a new correction is one entry there and the schema, its
+    messages and the reference page follow. Shared: not to be edited by its callers."""
+    return _study_schema(tuple((c.name, c.description) for c in corrections.corrections()))
+
+
+@cache
+def _study_schema(known: tuple[tuple[str, str], ...]) -> dict[str, Any]:
     text = resources.files("coolsampler.spec").joinpath("schemas/study.schema.yaml").read_text()
-    return parse_yaml(text, "schemas/study.schema.yaml")
+    schema = parse_yaml(text, "schemas/study.schema.yaml")
+    field = schema["$defs"]["entry"]["properties"]["correction"]
+    field["description"] = "; ".join(f"{name}: {text}" if text else name for name, text in known)
+    one, many = field["anyOf"]
+    one["enum"] = many["items"]["enum"] = [name for name, _ in known]
+    return schema
 
 
 def _path(err: jsonschema.ValidationError) -> str:
