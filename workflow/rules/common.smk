@@ -134,8 +134,8 @@ def all_targets(wildcards):
         return screen_targets()
     return [
         *study_targets(),
-        *run_curve_targets(),
-        *run_diagnostic_targets(),
+        *run_figure_targets("curves.png"),
+        *run_figure_targets("diagnostics.png"),
         *claims_targets(),
         *leads_targets(),
         *screen_targets(),
@@ -224,23 +224,14 @@ IMAGE_DIGEST = f"{LAYOUT.build}/image.digest"
 # the engine, install.sh, check_image.py, the lock, pyproject.toml, and every package file that the
 # code verl runs (coolsampler.worker.*, coolsampler.worker.rewards) reaches through its imports. Only the
 # training side: editing the analysis code must not rebuild the image and with it retrain every run.
-IMAGE_SOURCES = [
-    str(Path(workflow.basedir, f))
-    for f in image_sources(
-        workflow.basedir, CONTAINER.engine if CONTAINER.enabled else None
-    )
-]
-
-
+_IMAGE_FILES = image_sources(
+    workflow.basedir, CONTAINER.engine if CONTAINER.enabled else None
+)
+IMAGE_SOURCES = [str(Path(workflow.basedir, f)) for f in _IMAGE_FILES]
 # Their content, in the name of a file rule image depends on (content-addressed, coolsampler.train.rerun).
 IMAGE_INPUT_DIGESTS = {
     "verl": VERL_LOCAL_VERSION,
-    **file_digests(
-        workflow.basedir,
-        image_sources(
-            workflow.basedir, CONTAINER.engine if CONTAINER.enabled else None
-        ),
-    ),
+    **file_digests(workflow.basedir, _IMAGE_FILES),
 }
 IMAGE_INPUTS = f"{LAYOUT.build}/image-inputs.{digest_of(IMAGE_INPUT_DIGESTS)}.json"
 
@@ -450,25 +441,13 @@ def target_panels(wildcards):
 
 
 # ---- the report (rule run_curves, captions in workflow/report) ----------------------------------
-def run_figure_targets(root=R, name="curves.png"):
+def run_figure_targets(name):
     """Every run's figure ``name`` for the report's Runs category (curves.png, diagnostics.png)."""
-    x = ROOTS[root]
-    runs = x.study.runs
-    if (
-        ANALYSIS_ONLY
-    ):  # a run that is not there has nothing to draw (it is listed as missing)
-        runs = [r for r in runs if trained(x.layout.run_dir(r.key))]
-    return [x.layout.run_file(r.key, name) for r in runs]
-
-
-def run_curve_targets(root=R):
-    """Every run's curves.png (the report's Runs category)."""
-    return run_figure_targets(root, "curves.png")
-
-
-def run_diagnostic_targets(root=R):
-    """Every run's diagnostics.png (the report's Runs category, beside its curves)."""
-    return run_figure_targets(root, "diagnostics.png")
+    keys = [r.key for r in STUDY.runs]
+    # analysis_only: a run that is not there has nothing to draw (it is listed as missing)
+    if ANALYSIS_ONLY:
+        keys = [k for k in keys if trained(LAYOUT.run_dir(k))]
+    return [LAYOUT.run_file(k, name) for k in keys]
 
 
 def leads_targets():

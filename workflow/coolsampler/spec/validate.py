@@ -36,10 +36,6 @@ class StudyError(ValueError):
     """A study config that must not start any job. The message is one line: field and what is allowed."""
 
 
-def _error(msg: str) -> Exception:
-    return StudyError(msg)
-
-
 def study_schema() -> dict[str, Any]:
     """The study schema, a run's ``correction`` choices and their descriptions filled from the registry
     (``coolsampler.spec.corrections``), so that a new correction is one entry there and the schema, its
@@ -58,11 +54,22 @@ def _study_schema(known: tuple[tuple[str, str], ...]) -> dict[str, Any]:
     return schema
 
 
+def _sub(path: str, k: Any) -> str:
+    """``path`` one level in: ``[k]`` for a list index, ``.k`` for a key."""
+    return f"{path}[{k}]" if isinstance(k, int) else (f"{path}.{k}" if path else str(k))
+
+
 def _path(err: jsonschema.ValidationError) -> str:
     out = ""
     for p in err.absolute_path:
-        out += f"[{p}]" if isinstance(p, int) else (f".{p}" if out else str(p))
+        out = _sub(out, p)
     return out or "(top level)"
+
+
+def _key_path(err: jsonschema.ValidationError, key: Any) -> str:
+    """The path of ``key`` in the failing mapping."""
+    where = _path(err)
+    return f"{where}.{key}" if where != "(top level)" else str(key)
 
 
 _TYPE_WORDS = {"object": "a mapping", "array": "a list", "string": "a string", "boolean": "true or false"}
@@ -132,8 +139,7 @@ def _non_finite(x: Any, path: str = "") -> str | None:
         return path or "(top level)"
     items = x.items() if isinstance(x, dict) else enumerate(x) if isinstance(x, list) else ()
     for k, v in items:
-        sub = f"{path}[{k}]" if isinstance(k, int) else (f"{path}.{k}" if path else str(k))
-        if (hit := _non_finite(v, sub)) is not None:
+        if (hit := _non_finite(v, _sub(path, k))) is not None:
             return hit
     return None
 
@@ -151,7 +157,12 @@ def _tb_branch(err: jsonschema.ValidationError) -> jsonschema.ValidationError | 
     branch = 1 if "schedule" in err.instance else 2 if "controller" in err.instance else None
     if branch is None:
         return None
-    sub = jsonschema.Draft202012Validator(tb["oneOf"][branch]).iter_errors(err.instance)
+    return _first_error(tb["oneOf"][branch], err)
+
+
+def _first_error(schema: dict[str, Any], err: jsonschema.ValidationError) -> jsonschema.ValidationError | None:
+    """The shallowest error of ``err``'s instance against ``schema``, its path made absolute."""
+    sub = jsonschema.Draft202012Validator(schema).iter_errors(err.instance)
     first = min(sub, key=lambda e: len(list(e.path)), default=None)
     if first is not None:
         first.path.extendleft(reversed(list(err.absolute_path)))
@@ -167,11 +178,7 @@ def _mapping_branch(err: jsonschema.ValidationError) -> jsonschema.ValidationErr
     for branch in err.schema.get("anyOf", []):
         name = branch.get("$ref", "").rpartition("/")[2]
         if name in ("guard", "schedule"):
-            sub = jsonschema.Draft202012Validator({"$defs": defs, **defs[name]}).iter_errors(err.instance)
-            first = min(sub, key=lambda e: len(list(e.path)), default=None)
-            if first is not None:
-                first.path.extendleft(reversed(list(err.absolute_path)))
-            return first
+            return _first_error({"$defs": defs, **defs[name]}, err)
     return None
 
 
@@ -180,14 +187,10 @@ def _message(origin: str, err: jsonschema.ValidationError) -> str:
     if err.validator == "additionalProperties" and isinstance(err.instance, dict):
         known = sorted((err.schema.get("properties") or {}).keys())
         extra = [k for k in err.instance if k not in known]
-        where = _path(err)
-        field = f"{where}.{extra[0]}" if where != "(top level)" else str(extra[0])
-        return f"{origin}: {field}: unknown key; allowed keys here: {', '.join(known)}"
+        return f"{origin}: {_key_path(err, extra[0])}: unknown key; allowed keys here: {', '.join(known)}"
     if err.validator == "required" and isinstance(err.instance, dict):
         need = [k for k in err.validator_value if k not in err.instance]
-        where = _path(err)
-        field = f"{where}.{need[0]}" if where != "(top level)" else str(need[0])
-        return f"{origin}: {field}: missing; required keys here: {', '.join(err.validator_value)}"
+        return f"{origin}: {_key_path(err, need[0])}: missing; required keys here: {', '.join(err.validator_value)}"
     bad = err.instance if not isinstance(err.instance, (dict, list)) else type(err.instance).__name__
     hint = ""
     if isinstance(err.instance, str) and re.fullmatch(r"[+-]?\d+(\.\d*)?[eE][+-]?\d+", err.instance):
@@ -197,9 +200,9 @@ def _message(origin: str, err: jsonschema.ValidationError) -> str:
 
 def check_study(raw: Any, origin: str) -> None:
     if not isinstance(raw, dict):
-        raise _error(f"{origin}: a study must be a mapping with name and runs; allowed: a YAML mapping")
+        raise StudyError(f"{origin}: a study must be a mapping with name and runs; allowed: a YAML mapping")
     if (where := _non_finite(raw)) is not None:
-        raise _error(f"{origin}: {where}: not a finite number; allowed: finite numbers only (no .nan/.inf)")
+        raise StudyError(f"{origin}: {where}: not a finite number; allowed: finite numbers only (no .nan/.inf)")
     validator = jsonschema.Draft202012Validator(study_schema())
     errors = sorted(validator.iter_errors(raw), key=lambda e: (len(list(e.absolute_path)), str(e.absolute_path)))
     if errors:
@@ -213,10 +216,10 @@ def check_study(raw: Any, origin: str) -> None:
                 break
             err = max(deeper, key=lambda e: len(list(e.absolute_path)))
         err = _tb_branch(err) or _mapping_branch(err) or err
-        raise _error(_message(origin, err))
+        raise StudyError(_message(origin, err))
     timeout, stall = raw.get("timeout_min"), raw.get("stall_min")
     if timeout is not None and stall is not None and stall >= timeout:
-        raise _error(
+        raise StudyError(
             f"{origin}: stall_min: {stall} is not below timeout_min {timeout};"
             " allowed: stall_min < timeout_min (a watchdog longer than the job's time limit never fires)"
         )
@@ -250,7 +253,7 @@ def check_names(
             for j, v in enumerate(values):
                 if v not in table:
                     field = f"{where}.{key}" + (f"[{j}]" if isinstance(entry[key], list) else "")
-                    raise _error(f"{origin}: {unknown_name(field, key, v, table)}")
+                    raise StudyError(f"{origin}: {unknown_name(field, key, v, table)}")
 
 
 def check_run_settings(
@@ -259,31 +262,31 @@ def check_run_settings(
     """Checks across fields of one expanded run (``models``/``tasks``: the study's, built-ins included)."""
     for key in ("model", "task", "N", "lr", "correction", "Tb", "seed"):
         if key not in s:
-            raise _error(f"{where}: missing {key} (set it in the run or in defaults)")
+            raise StudyError(f"{where}: missing {key} (set it in the run or in defaults)")
     if s["model"] not in models:
-        raise _error(unknown_name(f"{where}.model", "model", s["model"], models))
+        raise StudyError(unknown_name(f"{where}.model", "model", s["model"], models))
     if s["task"] not in tasks:
-        raise _error(unknown_name(f"{where}.task", "task", s["task"], tasks))
+        raise StudyError(unknown_name(f"{where}.task", "task", s["task"], tasks))
     builtin = models[s["model"]] is MODELS.get(s["model"]) and tasks[s["task"]] is TASKS.get(s["task"])
     if builtin and (s["model"] == "toy-qwen2") != (s["task"] == "arith"):
-        raise _error(
+        raise StudyError(
             f"{where}: model {s['model']!r} with task {s['task']!r} contradict each other;"
             " allowed: toy-qwen2 with arith, the Qwen2.5-Math models with gsm8k or math"
         )
     steps = int(s.get("steps", tasks[s["task"]].steps))
     if int(s.get("val_every", tasks[s["task"]].val_every)) > steps:
-        raise _error(f"{where}.val_every: {s.get('val_every')} exceeds steps {steps}; allowed: 1..steps")
+        raise StudyError(f"{where}.val_every: {s.get('val_every')} exceeds steps {steps}; allowed: 1..steps")
     kind, params = controller_spec(s["Tb"])  # the temperature grammar's one parser
     if kind != "fixed" and s.get("Tl") == "tied":
-        raise _error(f"{where}.Tl: 'tied' with a {kind} Tb; allowed: a number")
+        raise StudyError(f"{where}.Tl: 'tied' with a {kind} Tb; allowed: a number")
     if kind == "linear" and params["start"] == params["end"]:
-        raise _error(f"{where}.Tb: a linear schedule with start == end; allowed: a fixed number instead")
+        raise StudyError(f"{where}.Tb: a linear schedule with start == end; allowed: a fixed number instead")
     for opt in ("kl_gate", "scope", "saturated"):
         if opt in params and kind != "saturation":
-            raise _error(f"{where}.Tb.{opt}: only the saturation controller has it; allowed: remove it")
+            raise StudyError(f"{where}.Tb.{opt}: only the saturation controller has it; allowed: remove it")
     check_refresh(s, where, steps)
-    if s.get("replicate") == "cut" and int(s.get("steps", tasks[s["task"]].steps)) >= tasks[s["task"]].steps:
-        raise _error(
+    if s.get("replicate") == "cut" and steps >= tasks[s["task"]].steps:
+        raise StudyError(
             f"{where}.steps: a 'cut' replicate must say at which step it ended;"
             f" allowed: steps < {tasks[s['task']].steps}"
         )
@@ -307,7 +310,7 @@ def check_refresh(s: dict[str, Any], where: str, steps: int) -> None:
                 raise ValueError(f"guard.min: {spec.min} exceeds N {N}; allowed: 1..N (N is the longest interval)")
             check_signal_logged(spec.signal, s["correction"])
     except ValueError as err:
-        raise _error(f"{where}.{err}") from None
+        raise StudyError(f"{where}.{err}") from None
 
 
 def check_figures(study: Any, origin: str) -> None:
@@ -318,34 +321,36 @@ def check_figures(study: Any, origin: str) -> None:
     targets = set(TARGETS)
     for target, entry in study.figures.items():
         if target not in targets:
-            raise _error(f"{origin}: figures.{target}: unknown target; allowed: {', '.join(sorted(targets))}")
+            raise StudyError(f"{origin}: figures.{target}: unknown target; allowed: {', '.join(sorted(targets))}")
         try:
             target_options(target, entry)
         except OptionError as err:
-            raise _error(f"{origin}: {err}") from None
+            raise StudyError(f"{origin}: {err}") from None
         panels = panel_filters(entry)
         for panel, filters in panels.items():
             where = f"{origin}: figures.{target}.{panel}"
             if panel not in TARGETS[target].panels:
-                raise _error(f"{where}: unknown panel; allowed: {', '.join(TARGETS[target].panels)}")
+                raise StudyError(f"{where}: unknown panel; allowed: {', '.join(TARGETS[target].panels)}")
             for filt in filters if isinstance(filters, list) else [filters]:
                 for k, v in filt.items():
                     if k not in allowed:
-                        raise _error(f"{where}: unknown setting {k!r}; allowed: {', '.join(sorted(allowed))}")
+                        raise StudyError(f"{where}: unknown setting {k!r}; allowed: {', '.join(sorted(allowed))}")
                     for opt in v if isinstance(v, list) else [v]:
                         if k == "refresh" and opt not in REFRESH_KINDS:
-                            raise _error(f"{where}.refresh: {opt!r}; allowed: {', '.join(REFRESH_KINDS)}")
+                            raise StudyError(f"{where}.refresh: {opt!r}; allowed: {', '.join(REFRESH_KINDS)}")
                         if k == "Tb" and not tb_validator.is_valid(opt):
-                            raise _error(f"{where}.Tb: {opt!r} is not a temperature; allowed: a number or a Tb mapping")
+                            raise StudyError(
+                                f"{where}.Tb: {opt!r} is not a temperature; allowed: a number or a Tb mapping"
+                            )
                         if k in ("lr", "N", "seed", "steps", "val_every") and (
                             isinstance(opt, (str, bool)) or not isinstance(opt, (int, float))
                         ):
-                            raise _error(
+                            raise StudyError(
                                 f"{where}.{k}: {opt!r} is not a number; allowed: a number"
                                 " (write 2.0e-6, not 2e-6, in YAML)"
                             )
             if not study.select(filters):
-                raise _error(f"{where}: selects no run of the study; allowed: filters that match at least one run")
+                raise StudyError(f"{where}: selects no run of the study; allowed: filters that match at least one run")
 
 
 # --------------------------------------------------------------------------------------------------
