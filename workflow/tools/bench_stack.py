@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -189,12 +190,9 @@ def pure_compute_floor(model_dir: Path, prompts: int, samples: int, prompt_len: 
 
 
 def first_line_times(lines: list[tuple[float, str]]) -> dict[str, float]:
-    out = {}
-    for name, text in MARKERS.items():
-        hit = next((t for t, line in lines if text in line), None)
-        if hit is not None:
-            out[name] = hit
-    return out
+    """When each start-up marker's first line arrived (the markers not seen are left out)."""
+    hits = {name: next((t for t, line in lines if text in line), None) for name, text in MARKERS.items()}
+    return {name: t for name, t in hits.items() if t is not None}
 
 
 def jsonl_steps(path: Path) -> list[dict]:
@@ -212,8 +210,7 @@ def jsonl_steps(path: Path) -> list[dict]:
 
 def before_speed_work(overrides: list[str], env: dict[str, str]) -> tuple[list[str], dict[str, str]]:
     """The cpu platform as it was before the CPU-speed work (vLLM's model in its own worker process, a 1 GiB
-    KV cache), for an A/B in one invocation (``--compare``): vLLM's
-    model in its own worker process and a 1 GiB KV cache."""
+    KV cache), for an A/B in one invocation (``--compare``)."""
     drop = ("distributed_executor_backend", "kv_cache_memory_bytes")
     overrides = [o for o in overrides if not any(f"engine_kwargs.vllm.{d}=" in o for d in drop)]
     env = {k: v for k, v in env.items() if k != "VLLM_ENABLE_V1_MULTIPROCESSING"}
@@ -319,8 +316,6 @@ def bench_run(args, key: str, recipe: dict, world: tuple[Path, Path, Path], run_
     model, train, val = world
     run = parse_key(key)
     if run_dir.exists():
-        import shutil
-
         shutil.rmtree(run_dir)
     run_dir.mkdir(parents=True)
     paths = RunPaths(model=str(model), train=str(train), val=str(val), out_dir=str(run_dir))

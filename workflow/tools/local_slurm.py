@@ -31,8 +31,10 @@ prints both exports. Standard library only.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
+import pwd
 import shutil
 import signal
 import socket
@@ -397,30 +399,22 @@ class LocalSlurm:
     def _remove_cgroups(self) -> None:
         """slurmd leaves its nodes' (empty) cgroup directories, e.g. freezer/slurm_<node>: remove them,
         deepest first (an empty cgroup is removed with rmdir; one still in use is left alone)."""
-        nodes = getattr(self, "nodes", None)
-        if nodes is None:
+        if hasattr(self, "nodes"):
+            nodes = list(self.nodes.values())
+        else:
             try:
                 text = self.conf.read_text()
             except OSError:
                 return
-            nodes = {
-                n: n
-                for n in (
-                    line.split()[0].split("=", 1)[1] for line in text.splitlines() if line.startswith("NodeName=")
-                )
-            }
-        for node in nodes.values():
+            nodes = [line.split()[0].split("=", 1)[1] for line in text.splitlines() if line.startswith("NodeName=")]
+        for node in nodes:
             for top in Path("/sys/fs/cgroup").glob(f"*/slurm_{node}"):
                 for d in sorted((p for p in top.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts)) + [top]:
-                    try:
+                    with contextlib.suppress(OSError):
                         d.rmdir()
-                    except OSError:
-                        pass
 
 
 def _user() -> str:
-    import pwd
-
     return pwd.getpwuid(os.geteuid()).pw_name
 
 
@@ -456,10 +450,8 @@ def _terminate(pid: int, proc: subprocess.Popen | None, wait_s: float = 20) -> N
                 return
             time.sleep(0.2)
     if proc is not None:
-        try:
+        with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            pass
 
 
 def main(argv: list[str] | None = None) -> int:

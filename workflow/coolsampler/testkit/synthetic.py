@@ -148,14 +148,12 @@ def diagnostic_columns(kl: np.ndarray, correction: str, rng: np.random.Generator
     return out
 
 
-__all__ = ["diagnostic_columns", "make_metrics"]
-
-
 # --------------------------------------------------------------------------------------------------
 # A paper-shaped synthetic study: 55 runs, and the figures block that selects the paper's panels.
 
 GSM, MATH = "gsm8k", "math"
 M15, M7 = "qwen2.5-math-1.5b", "qwen2.5-math-7b"
+SATURATION = {"controller": "saturation", "start": 0.8}
 
 # (model, task, N, lr, correction, Tb, Tl, seeds, collapse_at, recover_at, replicate)
 _DEMO: list[tuple[Any, ...]] = [
@@ -184,35 +182,11 @@ _DEMO: list[tuple[Any, ...]] = [
     (M15, GSM, 96, 2e-6, "none", 0.8, 1.0, (1, 43, 44), 150, None, None),
     (M15, GSM, 96, 2e-6, "none", {"controller": "kl_cooling", "start": 0.8}, 1.0, (1,), 160, None, None),
     (M15, MATH, 96, 2e-6, "none", 0.8, 1.0, (1,), 200, 240, None),
-    (M15, GSM, 96, 2e-6, "tis", {"controller": "saturation", "start": 0.8}, 1.0, (1,), None, None, None),
-    (
-        M15,
-        GSM,
-        96,
-        2e-6,
-        "tis",
-        {"controller": "saturation", "start": 0.8, "kl_gate": True},
-        1.0,
-        (1,),
-        None,
-        None,
-        None,
-    ),  # noqa: E501
-    (
-        M15,
-        GSM,
-        96,
-        2e-6,
-        "tis",
-        {"schedule": "linear", "start": 0.8, "end": 1.0},
-        1.0,
-        (1,),
-        None,
-        None,
-        None,
-    ),
+    (M15, GSM, 96, 2e-6, "tis", SATURATION, 1.0, (1,), None, None, None),
+    (M15, GSM, 96, 2e-6, "tis", {**SATURATION, "kl_gate": True}, 1.0, (1,), None, None, None),
+    (M15, GSM, 96, 2e-6, "tis", {"schedule": "linear", "start": 0.8, "end": 1.0}, 1.0, (1,), None, None, None),
     (M15, GSM, 96, 4e-6, "tis", 0.8, 1.0, (1,), 200, 210, None),
-    (M15, GSM, 192, 2e-6, "tis", {"controller": "saturation", "start": 0.8}, 1.0, (1,), 300, None, None),
+    (M15, GSM, 192, 2e-6, "tis", SATURATION, 1.0, (1,), 300, None, None),
     (M15, GSM, 64, 2e-6, "none", 1.0, 1.0, (1,), 120, None, None),
     (M7, GSM, 144, 2e-6, "tis", 1.0, 1.0, (1, 43), 120, None, None),
     (M7, GSM, 144, 2e-6, "tis", 0.8, 1.0, (1, 43), None, None, None),
@@ -291,9 +265,6 @@ def write_study_results(study: Any, *, seed: int = 0, k1_noise: float = 0.0007) 
     substitute for a run (the figures' provenance names the study, and run.yaml says synthetic).
     """
     import json
-    from pathlib import Path
-
-    import yaml
 
     from coolsampler.spec.layout import Layout
 
@@ -314,15 +285,9 @@ def write_study_results(study: Any, *, seed: int = 0, k1_noise: float = 0.0007) 
         if i == 0 and len(df) > 3:
             df.loc[2, "kl"] = 3e-9  # one near-zero point, as real k1 logs have: must not stretch an axis
         # step 0: the initial validation, as verl logs it before training
-        nullable = {
-            "step": "Int64",
-            "sampler_version": "Int64",
-            "staleness": "Int64",
-            "refreshed": "boolean",
-            "refreshes": "Int64",
-            "guard_fired": "boolean",
-        }
-        df = df.astype(nullable)  # as the parser writes them: step 0 has no sampler version
+        ints, bools = ("step", "sampler_version", "staleness", "refreshes"), ("refreshed", "guard_fired")
+        # as the parser writes them: step 0 has no sampler version
+        df = df.astype({**dict.fromkeys(ints, "Int64"), **dict.fromkeys(bools, "boolean")})
         first = pd.DataFrame([{"step": 0, "val_acc": 0.49}]).reindex(columns=df.columns).astype(df.dtypes.to_dict())
         df = pd.concat([first, df], ignore_index=True)
         df.to_parquet(d / "metrics.parquet")
@@ -342,4 +307,4 @@ def write_study_results(study: Any, *, seed: int = 0, k1_noise: float = 0.0007) 
     return keys
 
 
-__all__ += ["write_study_results"]
+__all__ = ["diagnostic_columns", "make_metrics", "write_study_results"]

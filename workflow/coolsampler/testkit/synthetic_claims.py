@@ -151,7 +151,7 @@ def s_max_val(df: pd.DataFrame, run: Run, v: float, since: int | None = None, un
     _set_val(df, run, lambda t: np.full(t.shape, v))
 
 
-s_val_curve = s_max_val  # a constant curve: the difference of two is the difference of levels
+s_val_curve = s_whole = s_max_val  # a constant curve: the difference of two is the difference of levels
 
 
 def s_first_at_least(df: pd.DataFrame, run: Run, v: float, threshold: float) -> None:
@@ -279,11 +279,6 @@ def s_diag_lead(
     _diagnostic_crossing(df, d, t, cross)
 
 
-def s_last5(df: pd.DataFrame, run: Run, v: float) -> None:
-    last5 = _val_steps(df, run)[-5:]
-    _set_val(df, run, lambda t: np.where(np.isin(t, last5), v, LEVEL))
-
-
 def s_end(df: pd.DataFrame, run: Run, v: float, last: int = 3) -> None:
     ends = _val_steps(df, run)[-last:]
     _set_val(df, run, lambda t: np.where(np.isin(t, ends), v, LEVEL))
@@ -291,10 +286,6 @@ def s_end(df: pd.DataFrame, run: Run, v: float, last: int = 3) -> None:
 
 def s_probe(df: pd.DataFrame, run: Run, v: float, field: str) -> None:
     raise Unconstructible(f"the drift probe's {field} is read from drift_probe.json, not shaped into the metrics")
-
-
-def s_whole(df: pd.DataFrame, run: Run, v: float) -> None:
-    _set_val(df, run, lambda t: np.full(t.shape, v))
 
 
 def s_last_step(df: pd.DataFrame, run: Run, v: int) -> pd.DataFrame:
@@ -394,7 +385,7 @@ SHAPERS: dict[str, Callable[..., Any]] = {
     "kl_to_init": s_kl_to_init,
     "lead": s_lead,
     "diag_lead": s_diag_lead,
-    "last5": s_last5,
+    "last5": lambda df, run, v: s_end(df, run, v, last=5),
     "whole": s_whole,
     "end": s_end,
     "probe": s_probe,
@@ -490,14 +481,7 @@ def targets(claims: C.Claims, claim: Mapping[str, Any], runs: Sequence[Run], pap
     out: dict[str, Any] = {}
     if how == "one":
         out[mine[0].key] = each if each is not None else point(fn, paper)
-    elif how == "each":
-        if each is not None:
-            if len(each) != len(mine):
-                raise Unconstructible(f"paper lists {len(each)} values, the filter selects {len(mine)} runs")
-            out = {r.key: v for r, v in zip(mine, each, strict=True)}
-        else:
-            out = {r.key: point(fn, paper) for r in mine}
-    elif how == "degrading":  # every selected run degrades, each with the value
+    elif how in ("each", "degrading"):  # degrading: every selected run degrades, each with the value
         vals = each if each is not None else [point(fn, paper)] * len(mine)
         if len(vals) != len(mine):
             raise Unconstructible(f"paper lists {len(vals)} values, the filter selects {len(mine)} runs")
