@@ -62,16 +62,7 @@ def build_command(
     """The build argv for ``engine`` (run from ``root``, the repository root)."""
     arg = f"VERL_VERSION={verl_version}"
     if engine == "docker":
-        cmd = [
-            "docker",
-            "build",
-            "-f",
-            str(root / "containers" / "Dockerfile"),
-            "--build-arg",
-            arg,
-            "-t",
-            image,
-        ]
+        cmd = ["docker", "build", "-f", str(root / "containers" / "Dockerfile"), "--build-arg", arg, "-t", image]
         if os.environ.get(BASE_ENV):
             cmd += ["--build-arg", f"BASE_IMAGE={os.environ[BASE_ENV]}"]
         if os.environ.get(NETWORK_ENV):

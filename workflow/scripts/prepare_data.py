@@ -26,12 +26,7 @@ from coolsampler.train.data import get_spec, output_paths, prepare_split
 
 
 def run(
-    task: str,
-    split: str,
-    data_dir: Path,
-    cache: str,
-    revisions: dict[str, str] | None,
-    log_path: str | None,
+    task: str, split: str, data_dir: Path, cache: str, revisions: dict[str, str] | None, log_path: str | None
 ) -> dict[str, Any]:
     """Prepare one split, logging to ``log_path`` (stderr when None)."""
     revision = (revisions or {}).get(get_spec(task, split).dataset_id)

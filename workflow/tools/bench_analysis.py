@@ -24,13 +24,7 @@ def main(outdir: Path) -> float:
     for target, spec in TARGETS.items():
         ts = time.perf_counter()
         suffixes = spec.suffixes
-        render(
-            target,
-            demo_panels(target, runs),
-            "bench",
-            "bench000",
-            [outdir / f"{target}{s}" for s in suffixes],
-        )
+        render(target, demo_panels(target, runs), "bench", "bench000", [outdir / f"{target}{s}" for s in suffixes])
         print(f"  {target:7s} {time.perf_counter() - ts:6.2f} s")
     t2 = time.perf_counter()
     print(f"{len(runs)} runs: generate {t1 - t0:.2f} s, tables+figures {t2 - t1:.2f} s, total {t2 - t0:.2f} s")

@@ -83,13 +83,9 @@ def host_memory_mb() -> int:
     raise ClusterError("no MemTotal in /proc/meminfo")
 
 
-def missing_programs() -> list[str]:
-    return [d for d in DAEMONS if shutil.which(d) is None]
-
-
 def unavailable() -> str | None:
     """Why no local cluster can start on this machine (in one line, naming the install), or None."""
-    missing = missing_programs()
+    missing = [d for d in DAEMONS if shutil.which(d) is None]
     if missing:
         return f"SLURM is not installed here (no {', '.join(missing)}): as root, {APT_LINE}"
     if os.geteuid() != 0:
@@ -246,9 +242,6 @@ class LocalSlurm:
         out.close()
         self.procs[name] = proc
         self.pids[name] = proc.pid
-        self._save_pids()
-
-    def _save_pids(self) -> None:
         (self.root / "pids.json").write_text(json.dumps(self.pids, indent=1))
 
     def _wait(self, what: str, check, timeout_s: float = 60, logs: tuple[str, ...] = ()) -> None:

@@ -142,12 +142,7 @@ def canonical(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
-def check_lock(
-    lock: dict[str, Any],
-    *,
-    inputs: list[str],
-    verl_requires: list[str] | None = None,
-) -> list[str]:
+def check_lock(lock: dict[str, Any], *, inputs: list[str], verl_requires: list[str] | None = None) -> list[str]:
     """Problems with a lock, offline: [] when it is a complete, conflict-free resolution of ``inputs``.
 
     Every input and every requirement of every locked package (markers evaluated in the lock's

@@ -369,9 +369,8 @@ def key_settings(key: str) -> dict[str, Any]:
 # --------------------------------------------------------------------------------------------------
 # Studies
 
-# Tracker backends of verl's trainer.logger a study may add to the default (console: the progress lines;
-# file: train.jsonl, which the analysis reads, so both are always on). Secrets come from the environment.
-LOGGERS = ("console", "file", "tensorboard", "wandb", "mlflow")
+# The trackers of verl's trainer.logger every run has (console: the progress lines; file: train.jsonl,
+# which the analysis reads); a study's ``logger:`` adds others. Secrets come from the environment.
 DEFAULT_LOGGER = ("console", "file")
 
 
@@ -521,11 +520,7 @@ def load_study(
 
 
 def study_from_dict(
-    raw: Any,
-    *,
-    origin: str = "study",
-    results: str | Path | None = None,
-    check_overrides: OverrideCheck | None = None,
+    raw: Any, *, origin: str = "study", results: str | Path | None = None, check_overrides: OverrideCheck | None = None
 ) -> Study:
     """A validated study from its config. Extra verl overrides are checked for their shape always, and
     against the keys the pipeline sets when ``check_overrides`` is given (every caller that trains or
@@ -562,18 +557,17 @@ def study_from_dict(
         results=Path(results if results is not None else raw.get("results", f"results/{raw['name']}")),
         runs=runs,
         figures=raw.get("figures", {}) or {},
-        recipe={**(raw.get("recipe", {}) or {}), **({"logger": _logger(raw)} if "logger" in raw else {})},
+        # the trackers: console and file always (progress lines, train.jsonl), then the ones the study names
+        recipe={
+            **(raw.get("recipe", {}) or {}),
+            **({"logger": list(dict.fromkeys([*DEFAULT_LOGGER, *raw["logger"]]))} if "logger" in raw else {}),
+        },
         raw=raw,
         models=models,
         tasks=tasks,
     )
     check_figures(study, origin)
     return study
-
-
-def _logger(raw: Mapping[str, Any]) -> list[str]:
-    """The study's trackers: console and file always (progress lines, train.jsonl), then the ones it names."""
-    return list(dict.fromkeys([*DEFAULT_LOGGER, *raw["logger"]]))
 
 
 __all__ = [

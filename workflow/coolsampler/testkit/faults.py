@@ -32,6 +32,7 @@ its process group as torch holds it. Runs inside verl's processes; imports torch
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -68,10 +69,8 @@ def _kill_session() -> None:
     me, sid = os.getpid(), os.getsid(0)
     for p in proc_table():
         if p.session == sid and p.pid != me:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.kill(p.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
     os.kill(me, signal.SIGKILL)
 
 
@@ -118,12 +117,7 @@ def _wrap(module: ModuleType) -> None:
                 f.truncate(shard.stat().st_size // 2)
             _kill_session()
         worker._coolsampler_saved = True
-        line = {
-            "rank": rank,
-            "path": local_path,
-            "save_s": round(time.time() - t0, 3),
-            "pg_timeout_s": _pg_timeout_s(),
-        }
+        line = {"rank": rank, "path": local_path, "save_s": round(time.time() - t0, 3), "pg_timeout_s": _pg_timeout_s()}
         if os.environ.get(FAULT_LOG_ENV):
             with open(os.environ[FAULT_LOG_ENV], "a") as f:
                 f.write(json.dumps(line) + "\n")

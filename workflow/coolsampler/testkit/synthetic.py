@@ -230,9 +230,7 @@ def demo_runs(steps: int = 300) -> list[tuple[Any, pd.DataFrame, Any]]:
 
 
 def demo_panels(
-    target: str,
-    runs: list[tuple[Any, pd.DataFrame, Any]],
-    figures: dict[str, dict[str, dict[str, Any]]] | None = None,
+    target: str, runs: list[tuple[Any, pd.DataFrame, Any]], figures: dict[str, dict[str, dict[str, Any]]] | None = None
 ) -> dict[str, list[tuple[dict[str, Any], pd.DataFrame | None, Any]]]:
     """The panels of ``target`` selected from ``runs`` by the figures block (default ``DEMO_FIGURES``): a
     panel's filter, or a list of filters whose runs are combined, as a study selects them."""

@@ -77,11 +77,7 @@ from coolsampler.testkit.acceptance.checks import (
     staleness_checks,
     timing_checks,
 )
-from coolsampler.testkit.acceptance.models import (
-    PAPER_MODEL_REPO,
-    find_model,
-    hub_roots,
-)
+from coolsampler.testkit.acceptance.models import PAPER_MODEL_REPO, find_model, hub_roots
 from coolsampler.testkit.acceptance.pristine import parse_patch, reverse_patch, unpatched_verl
 from coolsampler.testkit.acceptance.run import Options, run_acceptance
 from coolsampler.testkit.acceptance.summary import summary_markdown, write_summary

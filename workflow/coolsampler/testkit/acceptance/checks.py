@@ -17,10 +17,7 @@ from coolsampler.train.platform import get_platform
 # judged. The CPU run rehearses the script on 2 cores shared with other jobs (CI runs it beside the
 # paper rehearsal), where a 2-step median moves by more than any limit that would still mean something:
 # measured N=8/N=1 = 1.65 with the machine shared, under 1.5 alone, for the same code.
-TIME_LIMITS: dict[str, dict[str, float] | None] = {
-    "gpu": {"n8_over_n1": 1.10, "n1_over_upstream": 1.15},
-    "cpu": None,
-}
+TIME_LIMITS: dict[str, dict[str, float] | None] = {"gpu": {"n8_over_n1": 1.10, "n1_over_upstream": 1.15}, "cpu": None}
 # Log-prob agreement. CPU: sampler and learner both fp32 (the platform's precision substitution),
 # recomputed in fp32: 1e-4 as in tests/stack/test_verl_stack.py. GPU: vLLM and the FSDP learner compute in
 # bf16 (8 mantissa bits: logits off by ~1e-2 relative), the reference in fp32: mean absolute error per

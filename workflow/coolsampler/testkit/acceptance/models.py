@@ -19,11 +19,7 @@ def hub_roots() -> list[Path]:
     if os.environ.get("HF_HOME"):
         roots.append(Path(os.environ["HF_HOME"]) / "hub")
     roots += [Path.home() / ".cache" / "huggingface" / "hub", Path.cwd() / ".cache" / "huggingface" / "hub"]
-    out: list[Path] = []
-    for r in roots:
-        if r not in out:
-            out.append(r)
-    return out
+    return list(dict.fromkeys(roots))
 
 
 def _usable(snapshot: Path) -> bool:
@@ -39,11 +35,6 @@ def _usable(snapshot: Path) -> bool:
     return weights and tokenizer
 
 
-def _repo_of(snapshot: Path) -> str:
-    name = snapshot.parent.parent.name  # models--Qwen--Qwen2.5-Math-1.5B/snapshots/<rev>
-    return name.removeprefix("models--").replace("--", "/")
-
-
 def find_model(roots: list[Path] | None = None) -> tuple[Path, str] | None:
     """The first usable Qwen2-family snapshot: the paper's Qwen2.5-Math-1.5B, then any "1.5B" Qwen2,
     then the others by name (deterministic). Returns (path, repo id) or None."""
@@ -52,7 +43,8 @@ def find_model(roots: list[Path] | None = None) -> tuple[Path, str] | None:
         for snap in sorted(root.glob("models--*/snapshots/*")):
             if not _usable(snap):
                 continue
-            repo = _repo_of(snap)
+            # models--Qwen--Qwen2.5-Math-1.5B/snapshots/<rev>
+            repo = snap.parent.parent.name.removeprefix("models--").replace("--", "/")
             rank = 0 if repo == PAPER_MODEL_REPO else 1 if "1.5b" in repo.lower() else 2
             found.append((rank, repo, snap))
     if not found:
