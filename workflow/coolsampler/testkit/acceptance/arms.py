@@ -244,9 +244,8 @@ def run_arm(
                 res.error = str(e).splitlines()[0]
                 say(f"{arm.name}: attempt {attempt} FAILED: {res.error} (log: {out / 'train.log'})")
                 early = e.progress is not None and e.progress.step == 0 and not res.error.startswith("timeout")
-                if attempt == 2 or not (early or res.error.startswith("stalled")):
-                    break
-                if timeout_s - (time.time() - t0) < 120:
+                retry = early or res.error.startswith("stalled")
+                if attempt == 2 or not retry or timeout_s - (time.time() - t0) < 120:
                     break
     finally:
         mon.stop()
