@@ -44,10 +44,6 @@ from coolsampler.spec.world import study_worlds
 BUILTIN_REWARDS = ("coolsampler", "verl")
 
 
-def _error(msg: str) -> Exception:
-    return StudyError(msg)
-
-
 def study_models(raw: Mapping[str, Any], origin: str) -> dict[str, Model]:
     """The built-in models, each one the study names updated, plus the study's new ones."""
     out = dict(MODELS)
@@ -55,13 +51,13 @@ def study_models(raw: Mapping[str, Any], origin: str) -> dict[str, Model]:
         where = f"{origin}: models.{name}"
         base = MODELS.get(name)
         if base is None and not ("hf_id" in spec or "path" in spec):
-            raise _error(f"{where}: a new model needs hf_id (+ revision) or path; allowed: one of them")
+            raise StudyError(f"{where}: a new model needs hf_id (+ revision) or path; allowed: one of them")
         if "hf_id" in spec and "path" in spec:
-            raise _error(f"{where}: both hf_id and path; allowed: one of them")
+            raise StudyError(f"{where}: both hf_id and path; allowed: one of them")
         if base is None and "params_b" not in spec:
-            raise _error(f"{where}.params_b: missing; TP and GPUs per run are derived from it")
+            raise StudyError(f"{where}.params_b: missing; TP and GPUs per run are derived from it")
         if base is not None and base.source == "generated":
-            raise _error(f"{where}: {name} is made by a rule here; allowed: define a new model instead")
+            raise StudyError(f"{where}: {name} is made by a rule here; allowed: define a new model instead")
         model = replace(
             base or Model(name, "", ""),
             source="local" if "path" in spec else spec.get("hf_id", base.source if base else ""),
@@ -76,14 +72,14 @@ def study_models(raw: Mapping[str, Any], origin: str) -> dict[str, Model]:
             gpu_memory_utilization=spec.get("gpu_memory_utilization", base.gpu_memory_utilization if base else None),
         )
         if model.path is not None and model.revision is not None:
-            raise _error(f"{where}.revision: a local model has no hub revision; allowed: remove it")
+            raise StudyError(f"{where}.revision: a local model has no hub revision; allowed: remove it")
         if model.gpus_per_run > MAX_GPUS_PER_RUN:
-            raise _error(
+            raise StudyError(
                 f"{where}: {model.params_b}B parameters need {model.gpus_per_run} GPUs by the size rule, more than"
                 f" one node ({MAX_GPUS_PER_RUN}); allowed: set gpus_per_run (and offloading via verl_overrides)"
             )
         if model.gpus_per_run % model.tensor_parallel:
-            raise _error(
+            raise StudyError(
                 f"{where}: tensor_parallel {model.tensor_parallel} does not divide gpus_per_run"
                 f" {model.gpus_per_run}; allowed: a divisor"
             )
@@ -96,7 +92,7 @@ def study_models(raw: Mapping[str, Any], origin: str) -> dict[str, Model]:
 
 def _check_world_name(name: str, table: Mapping[str, Any], where: str, kind: str) -> None:
     if name in table:
-        raise _error(f"{where}: the name of a {kind} already; allowed: a new name")
+        raise StudyError(f"{where}: the name of a {kind} already; allowed: a new name")
 
 
 def reward_target(reward: str) -> tuple[str, str] | None:
@@ -115,13 +111,13 @@ def check_reward(reward: str, where: str) -> None:
     file, fn = target
     path = Path(file)
     if not file.endswith(".py") or not fn.isidentifier():
-        raise _error(f"{where}: {reward!r}; allowed: coolsampler, verl or FILE.py:FUNCTION")
+        raise StudyError(f"{where}: {reward!r}; allowed: coolsampler, verl or FILE.py:FUNCTION")
     if not path.is_file():
-        raise _error(f"{where}: {file} does not exist (paths are relative to the working directory)")
+        raise StudyError(f"{where}: {file} does not exist (paths are relative to the working directory)")
     tree = ast.parse(path.read_text(), filename=file)
     names = {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
     if fn not in names:
-        raise _error(
+        raise StudyError(
             f"{where}: {file} defines no function {fn}; allowed: one of {', '.join(sorted(names)) or '(none)'}"
         )
 
@@ -132,12 +128,12 @@ def study_tasks(raw: Mapping[str, Any], origin: str) -> dict[str, Task]:
     for name, spec in (raw.get("tasks") or {}).items():
         where = f"{origin}: tasks.{name}"
         if name in TASKS:
-            raise _error(f"{where}: a built-in task; allowed: a new name")
+            raise StudyError(f"{where}: a built-in task; allowed: a new name")
         local = "train" in spec or "val" in spec
         if local == ("hub" in spec):
-            raise _error(f"{where}: give train and val (parquet paths) or hub (a dataset); allowed: one of them")
+            raise StudyError(f"{where}: give train and val (parquet paths) or hub (a dataset); allowed: one of them")
         if local and not ("train" in spec and "val" in spec):
-            raise _error(f"{where}: {'val' if 'train' in spec else 'train'}: missing; allowed: both parquet paths")
+            raise StudyError(f"{where}: {'val' if 'train' in spec else 'train'}: missing; allowed: both parquet paths")
         check_reward(spec["reward"], f"{where}.reward")
         hub = spec.get("hub")
         task = Task(
@@ -154,7 +150,7 @@ def study_tasks(raw: Mapping[str, Any], origin: str) -> dict[str, Task]:
             hub=tuple(sorted((k, str(v)) for k, v in hub.items())) if hub else None,
         )
         if task.val_every > task.steps:
-            raise _error(f"{where}.val_every: {task.val_every} exceeds steps {task.steps}; allowed: 1..steps")
+            raise StudyError(f"{where}.val_every: {task.val_every} exceeds steps {task.steps}; allowed: 1..steps")
         out[name] = task
     for world in study_worlds(raw, origin).values():
         _check_world_name(world.name, out, f"{origin}: worlds.{world.name}", "task")

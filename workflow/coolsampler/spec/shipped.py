@@ -44,10 +44,8 @@ def is_name(value: str | Path) -> bool:
 
 
 def _shipped(candidates: list[Path]) -> Path | None:
-    for path in candidates:
-        if path.is_file():
-            return path.resolve()  # in a checkout: the repository's own file, not the link's path
-    return None
+    # resolved: in a checkout, the repository's own file, not the link's path
+    return next((path.resolve() for path in candidates if path.is_file()), None)
 
 
 def find_config(value: str | Path) -> Path:
@@ -75,14 +73,13 @@ def find_overlay(value: str | Path) -> Path:
     here, else the shipped one it names (``config/hardware/one-gpu.yaml``, ``hardware/one-gpu``). Neither
     raises ``ShippedFileError`` listing the shipped overlays, the files ``--overlay`` takes (not the studies)."""
     given = Path(value)
+    candidates = [ROOT / given, CONFIG / given, CONFIG / f"{given}.yaml", HARDWARE / f"{given}.yaml"]
     if is_name(value) and (found := _shipped([HARDWARE / f"{given}.yaml"])) is not None:
         return found
     if given.exists():
         return given
-    if not given.is_absolute():
-        found = _shipped([ROOT / given, CONFIG / given, CONFIG / f"{given}.yaml", HARDWARE / f"{given}.yaml"])
-        if found is not None:
-            return found
+    if not given.is_absolute() and (found := _shipped(candidates)) is not None:
+        return found
     raise ShippedFileError(
         f"no such overlay: {value} (here or among the shipped ones; shipped overlays:"
         f" {', '.join(shipped_overlays())}, in config/hardware/)"
