@@ -54,22 +54,11 @@ def _study_schema(known: tuple[tuple[str, str], ...]) -> dict[str, Any]:
     return schema
 
 
-def _sub(path: str, k: Any) -> str:
-    """``path`` one level in: ``[k]`` for a list index, ``.k`` for a key."""
-    return f"{path}[{k}]" if isinstance(k, int) else (f"{path}.{k}" if path else str(k))
-
-
 def _path(err: jsonschema.ValidationError) -> str:
     out = ""
     for p in err.absolute_path:
-        out = _sub(out, p)
+        out += f"[{p}]" if isinstance(p, int) else (f".{p}" if out else str(p))
     return out or "(top level)"
-
-
-def _key_path(err: jsonschema.ValidationError, key: Any) -> str:
-    """The path of ``key`` in the failing mapping."""
-    where = _path(err)
-    return f"{where}.{key}" if where != "(top level)" else str(key)
 
 
 _TYPE_WORDS = {"object": "a mapping", "array": "a list", "string": "a string", "boolean": "true or false"}
@@ -139,7 +128,8 @@ def _non_finite(x: Any, path: str = "") -> str | None:
         return path or "(top level)"
     items = x.items() if isinstance(x, dict) else enumerate(x) if isinstance(x, list) else ()
     for k, v in items:
-        if (hit := _non_finite(v, _sub(path, k))) is not None:
+        sub = f"{path}[{k}]" if isinstance(k, int) else (f"{path}.{k}" if path else str(k))
+        if (hit := _non_finite(v, sub)) is not None:
             return hit
     return None
 
@@ -157,12 +147,7 @@ def _tb_branch(err: jsonschema.ValidationError) -> jsonschema.ValidationError | 
     branch = 1 if "schedule" in err.instance else 2 if "controller" in err.instance else None
     if branch is None:
         return None
-    return _first_error(tb["oneOf"][branch], err)
-
-
-def _first_error(schema: dict[str, Any], err: jsonschema.ValidationError) -> jsonschema.ValidationError | None:
-    """The shallowest error of ``err``'s instance against ``schema``, its path made absolute."""
-    sub = jsonschema.Draft202012Validator(schema).iter_errors(err.instance)
+    sub = jsonschema.Draft202012Validator(tb["oneOf"][branch]).iter_errors(err.instance)
     first = min(sub, key=lambda e: len(list(e.path)), default=None)
     if first is not None:
         first.path.extendleft(reversed(list(err.absolute_path)))
@@ -178,7 +163,11 @@ def _mapping_branch(err: jsonschema.ValidationError) -> jsonschema.ValidationErr
     for branch in err.schema.get("anyOf", []):
         name = branch.get("$ref", "").rpartition("/")[2]
         if name in ("guard", "schedule"):
-            return _first_error({"$defs": defs, **defs[name]}, err)
+            sub = jsonschema.Draft202012Validator({"$defs": defs, **defs[name]}).iter_errors(err.instance)
+            first = min(sub, key=lambda e: len(list(e.path)), default=None)
+            if first is not None:
+                first.path.extendleft(reversed(list(err.absolute_path)))
+            return first
     return None
 
 
@@ -187,10 +176,14 @@ def _message(origin: str, err: jsonschema.ValidationError) -> str:
     if err.validator == "additionalProperties" and isinstance(err.instance, dict):
         known = sorted((err.schema.get("properties") or {}).keys())
         extra = [k for k in err.instance if k not in known]
-        return f"{origin}: {_key_path(err, extra[0])}: unknown key; allowed keys here: {', '.join(known)}"
+        where = _path(err)
+        field = f"{where}.{extra[0]}" if where != "(top level)" else str(extra[0])
+        return f"{origin}: {field}: unknown key; allowed keys here: {', '.join(known)}"
     if err.validator == "required" and isinstance(err.instance, dict):
         need = [k for k in err.validator_value if k not in err.instance]
-        return f"{origin}: {_key_path(err, need[0])}: missing; required keys here: {', '.join(err.validator_value)}"
+        where = _path(err)
+        field = f"{where}.{need[0]}" if where != "(top level)" else str(need[0])
+        return f"{origin}: {field}: missing; required keys here: {', '.join(err.validator_value)}"
     bad = err.instance if not isinstance(err.instance, (dict, list)) else type(err.instance).__name__
     hint = ""
     if isinstance(err.instance, str) and re.fullmatch(r"[+-]?\d+(\.\d*)?[eE][+-]?\d+", err.instance):
