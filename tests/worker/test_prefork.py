@@ -1,7 +1,7 @@
 """The CPU platform's prefork server (coolsampler.worker.prefork): Ray workers forked from one
 pre-imported process, the same programs in the same environment.
 
-The real-stack proof that a forked run trains exactly as an unforked one is in test_verl_stack.py
+The real-stack proof that a forked run trains exactly as an unforked one is in tests/stack/test_reproducible.py
 (test_prefork_changes_nothing_but_start_up); here: the mechanism, with Ray alone (seconds)."""
 
 from __future__ import annotations
