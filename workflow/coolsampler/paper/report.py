@@ -82,14 +82,6 @@ def run_labels(status_path: str | Path, run_yaml_path: str | Path, figure: str =
     }
 
 
-CURVES = (
-    ("val_acc", "validation accuracy"),
-    ("reward", "training reward"),
-    ("kl", "learner-sampler KL (k1), nats/token"),
-    ("entropy", "learner entropy"),
-)
-
-
 def run_curves(
     settings: Mapping[str, Any],
     metrics: Any,
