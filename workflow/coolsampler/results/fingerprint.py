@@ -39,25 +39,12 @@ FLOAT_DIGITS = 7  # significant digits kept of the learner's log-prob metrics (f
 
 # What the samples decide: the sampler's draws and their rewards, the validations, the refresh schedule and
 # the sampler's temperatures. Identical bit for bit between two trainings of one run, on one CPU family.
+_EXACT_FLOATS = (  # beside every integer and flag column
+    "val_acc", "val_acc_sampled", "val_digit_error", "reward", "clip_frac", "response_length_max", "temperature",
+    "temperature_min", "temperature_max",
+)  # fmt: skip
 EXACT_COLUMNS: tuple[str, ...] = tuple(
-    c
-    for c, (dtype, _, _) in COLUMNS.items()
-    if c != "step"
-    and (
-        dtype in ("int64", "bool")
-        or c
-        in (
-            "val_acc",
-            "val_acc_sampled",
-            "val_digit_error",
-            "reward",
-            "clip_frac",
-            "response_length_max",
-            "temperature",
-            "temperature_min",
-            "temperature_max",
-        )
-    )
+    c for c, (dtype, _, _) in COLUMNS.items() if c != "step" and (dtype in ("int64", "bool") or c in _EXACT_FLOATS)
 )
 
 
