@@ -44,18 +44,14 @@ class MetricsError(ValueError):
     """A log the table cannot be built from (no records, a required metric never logged)."""
 
 
-_ABSENT = ABSENT
-_pick = pick  # the one implementation lives beside the schema (launch.py's progress lines use it too)
-
-
 def column_value(data: dict[str, Any], column: str) -> Any:
     """The value of metrics-table ``column`` in one verl record's ``data``, or None when absent.
 
     For readers of a log while it is written (``coolsampler status``): the same source keys as the
     parser (``metrics_schema.COLUMNS``), so both name the same metric.
     """
-    val = _pick(data, COLUMNS[column][2])
-    return None if val is _ABSENT else val
+    val = pick(data, COLUMNS[column][2])
+    return None if val is ABSENT else val
 
 
 # Where a log of unknown length stops being believed: no run of the paper's recipe comes near 10^7 steps,
@@ -163,8 +159,8 @@ def parse_records(
             keys = (sources or {}).get(col, schema_sources)
             if col == "step" or not keys:  # derived below, from the columns read here
                 continue
-            val = _pick(data, keys)
-            if val is _ABSENT:
+            val = pick(data, keys)
+            if val is ABSENT:
                 row[col] = np.nan
                 if step > 0:
                     absent.setdefault(col, []).append(step)
