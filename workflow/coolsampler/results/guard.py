@@ -245,21 +245,14 @@ def frontier_table(entries: Sequence[tuple[Mapping[str, Any], pd.DataFrame | Non
 def frontier_arms(table: pd.DataFrame) -> pd.DataFrame:
     """Per arm (and correction, temperature): runs, mean interval, degraded fraction, mean whole-run
     accuracy with its range over seeds. Fixed arms first, by N, then guards, then schedules."""
+    keys = ["refresh", "arm", "correction", "Tb"]
+    agg = {
+        "N": ("N", "max"), "runs": ("key", "count"), "interval": ("interval", "mean"), "degraded": ("degraded", "mean"),
+        "whole": ("whole", "mean"), "whole_min": ("whole", "min"), "whole_max": ("whole", "max"),
+    }  # fmt: skip
     if table.empty:
-        return pd.DataFrame(
-            columns=["refresh", "arm", "correction", "Tb", "N", "runs", "interval", "degraded", "whole", "whole_min",
-                     "whole_max"]
-        )  # fmt: skip
-    g = table.groupby(["refresh", "arm", "correction", "Tb"], sort=False, dropna=False)
-    out = g.agg(
-        N=("N", "max"),
-        runs=("key", "count"),
-        interval=("interval", "mean"),
-        degraded=("degraded", "mean"),
-        whole=("whole", "mean"),
-        whole_min=("whole", "min"),
-        whole_max=("whole", "max"),
-    ).reset_index()
+        return pd.DataFrame(columns=[*keys, *agg])
+    out = table.groupby(keys, sort=False, dropna=False).agg(**agg).reset_index()
     order = {"fixed": 0, "guard": 1, "schedule": 2}
     out["_o"] = out["refresh"].map(order)
     return out.sort_values(["correction", "Tb", "_o", "N", "arm"]).drop(columns="_o").reset_index(drop=True)
