@@ -19,7 +19,7 @@ import pandas as pd
 
 from coolsampler.paper.diagnostics import leads_markdown
 from coolsampler.paper.labels import DASH
-from coolsampler.paper.tables import f3, fkl, flead, fstep, table1_frames
+from coolsampler.paper.tables import f3, fkl, flead, fstep, is_missing, table1_frames
 from coolsampler.paper.writers import to_latex, to_markdown
 from coolsampler.results.analysis import LENGTH_UNKNOWN, summarize_run
 from coolsampler.results.diagnostics import lead_table
@@ -31,7 +31,6 @@ from coolsampler.results.own_logs import (
     events_frame,
     find_inputs,
     interval,
-    is_missing,
     known_settings,
     missing_lines,
     onset_window,
