@@ -168,10 +168,8 @@ def compare(current: Mapping[str, Any], reference: Mapping[str, Any]) -> list[Di
     out: list[Difference] = []
     for name, sha in sorted(reference.get("models", {}).items()):
         mine = current.get("models", {}).get(name)
-        if mine is None:
-            out.append(Difference(f"model {name}", False, "not built here"))
-        else:
-            out.append(Difference(f"model {name}", mine == sha, "" if mine == sha else f"weights differ ({mine[:8]}…)"))
+        detail = "not built here" if mine is None else "" if mine == sha else f"weights differ ({mine[:8]}…)"
+        out.append(Difference(f"model {name}", not detail, detail))
     for key, ref in sorted(reference.get("runs", {}).items()):
         mine = current.get("runs", {}).get(key)
         detail = "not trained here" if mine is None else compare_runs(mine, ref)

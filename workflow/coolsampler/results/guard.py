@@ -305,10 +305,7 @@ class Calibration:
     thresholds: dict[str, float | None] = field(default_factory=dict)
 
     def text(self, window: int) -> str:
-        lines = []
-        for N in sorted(self.degraded):
-            flags = self.degraded[N]
-            lines.append(f"N={N}: {sum(flags)} of {len(flags)} runs degrade")
+        lines = [f"N={N}: {sum(flags)} of {len(flags)} runs degrade" for N, flags in sorted(self.degraded.items())]
         if self.N_star is None:
             lines.append("N*: none (every N has a degraded run): no threshold by the rule")
             return "\n".join(lines)
