@@ -5,9 +5,7 @@ record per line, validation metrics merged into the steps where validation ran).
 is sound and says what is not: a truncated last line, NaN values, missing validation points and a run
 that stopped early are recorded in ``RunStatus`` (and so reach Table 4); a required metric absent from
 every step is an error naming the run and the metric. Works on a user's own verl JSONL too
-(``coolsampler parse PATH``). pandas only.
-
-Imports pandas and pyarrow only: no verl, vLLM or torch.
+(``coolsampler parse PATH``). Imports pandas and pyarrow only: no verl, vLLM or torch.
 """
 
 from __future__ import annotations
