@@ -60,11 +60,6 @@ def _canon(value: Any) -> str:
     return repr(value)
 
 
-def _hex(text: str, n: int | None = None) -> str:
-    h = hashlib.sha256(text.encode()).hexdigest()
-    return h if n is None else h[:n]
-
-
 def file_sha256(path: str | Path) -> str:
     """sha256 of a file's bytes, read in chunks (a 7B model's weights are gigabytes)."""
     h = hashlib.sha256()
@@ -94,7 +89,7 @@ def run_fingerprint(metrics: pd.DataFrame, steps: int | None = None) -> dict[str
     whole = hashlib.sha256()
     for c in exact:
         texts = [_canon(v) for v in df[c].tolist()]
-        per_col[c] = "".join(_hex(t, STEP_DIGEST_HEX) for t in texts)
+        per_col[c] = "".join(hashlib.sha256(t.encode()).hexdigest()[:STEP_DIGEST_HEX] for t in texts)
         whole.update(f"{c}={'|'.join(texts)};".encode())
     floats = {
         c: [_rounded(v) for v in df[c].tolist()]

@@ -78,14 +78,6 @@ def _window(s: pd.Series, since: int | None = None, until: int | None = None) ->
     return s
 
 
-def _cycle_window(d: RunData, cycle: int | None) -> tuple[int | None, int | None]:
-    """Steps of cycle ``cycle`` (1-based): ``(c-1)N+1 .. cN`` (analysis.cycle_of)."""
-    if cycle is None:
-        return None, None
-    N = d.run.N
-    return (cycle - 1) * N + 1, cycle * N
-
-
 def _events(d: RunData, until: int | None = None) -> A.DegradationEvents:
     return A.degradation_events(_window(_val(d), None, until))
 
@@ -273,7 +265,8 @@ def _stat(fn: str) -> Callable[..., float]:
     def measure(
         d: RunData, col: str, since: int | None = None, until: int | None = None, cycle: int | None = None
     ) -> float:
-        lo, hi = _cycle_window(d, cycle)
+        # the steps of cycle ``cycle`` (1-based): (c-1)N+1 .. cN (analysis.cycle_of)
+        lo, hi = ((cycle - 1) * d.run.N + 1, cycle * d.run.N) if cycle is not None else (None, None)
         s = _window(_col(d, col), since if since is not None else lo, until if until is not None else hi)
         return float(getattr(s, fn)()) if len(s) else math.nan
 
