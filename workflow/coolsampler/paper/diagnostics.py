@@ -295,11 +295,6 @@ def _fraction_panel(
     ax.set_ylabel(ylabel)
 
 
-def _onset(ax: Axes, onset: int | None) -> None:
-    if onset is not None:
-        ax.axvline(onset, color=ONSET_COLOUR, ls="-.", lw=1.1, zorder=4, label=ONSET_LABEL)
-
-
 def _lead_strip(ax: Axes, table: pd.DataFrame, steps: int) -> None:
     """One row per diagnostic: its first crossing at the chosen threshold (a dot), the span of its
     crossings over the threshold range (a bar), or why there is none."""
@@ -433,7 +428,8 @@ def run_diagnostics(
 
     for axis, title in zip((a, b, c, dd, e, f, g, h), PANELS, strict=True):
         P.refresh_lines(axis, settings.get("N"), steps)
-        _onset(axis, onset)
+        if onset is not None:
+            axis.axvline(onset, color=ONSET_COLOUR, ls="-.", lw=1.1, zorder=4, label=ONSET_LABEL)
         axis.set_xlim(0, steps)
         axis.set_xlabel("step")
         axis.set_title(title, fontsize=S.TITLE_PT, loc="left")

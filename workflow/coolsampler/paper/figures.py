@@ -146,11 +146,6 @@ def _series(metrics: pd.DataFrame, column: str) -> tuple[np.ndarray, np.ndarray]
     return metrics["step"].to_numpy(), _numeric(metrics, column)
 
 
-def panel_values(entries: Sequence[RunEntry], column: str) -> list[np.ndarray]:
-    """Every value of ``column`` the panel's runs hold (for axis limits)."""
-    return [_series(m, column)[1] for _, m, _ in entries if _logged(m, column)]
-
-
 def plot_runs(
     ax: Axes,
     entries: Sequence[RunEntry],
@@ -245,17 +240,10 @@ def kl_estimator(options: Options | None) -> tuple[str, str]:
 KL_FLOOR_NOTE = "hollow triangles on the floor: values <= 0 (k1 of a batch can be negative) or below the axis floor"
 
 
-def kl_footnote(options: Options | None) -> str:
-    """The caption line that names the KL estimator, its verl source and the floor marker (drawn with
-    the panels' selection, above the provenance footer, so the two never share a line)."""
-    estimator = str((options or {}).get("kl", "k1"))
-    return f"{L.KL_SOURCE_NOTE[estimator]}; {KL_FLOOR_NOTE}"
-
-
 def log_panel(ax: Axes, entries: Sequence[RunEntry], column: str, *, reference: float = 1.0, **kw: Any) -> int:
     """A log-axis panel of ``column``: limits from ``plotting.log_limits`` (one near-zero point does
     not stretch the axis), values <= 0 or below the floor drawn on it, marked. Returns that count."""
-    lo, hi = P.log_limits(panel_values(entries, column), reference=reference)
+    lo, hi = P.log_limits([_series(m, column)[1] for _, m, _ in entries if _logged(m, column)], reference=reference)
     marked = plot_runs(ax, entries, column, floor=lo, **kw)
     ax.set_yscale("log")
     ax.set_ylim(lo, hi)
@@ -293,8 +281,10 @@ def _new_figure(
 
 
 def _kl_caption(selection: Selection, names: Sequence[str], options: Options | None) -> list[str]:
-    """The caption of a figure that draws the KL: each panel's selection, then the estimator's line."""
-    return [*L.selection_lines(selection, names), kl_footnote(options)]
+    """The caption of a figure that draws the KL: each panel's selection, then the line that names the KL
+    estimator, its verl source and the floor marker (above the provenance footer, so the two never share a line)."""
+    estimator = str((options or {}).get("kl", "k1"))
+    return [*L.selection_lines(selection, names), f"{L.KL_SOURCE_NOTE[estimator]}; {KL_FLOOR_NOTE}"]
 
 
 def figure_target(draw: Callable[..., Drawn]) -> Callable[..., None]:
@@ -406,17 +396,6 @@ def _screen_panel(ax: Axes, screen: pd.DataFrame, title: str) -> None:
             cell.set_text_props(fontweight="bold")
 
 
-def _fig2_rows(
-    entries: Sequence[RunEntry],
-) -> tuple[list[tuple[Any, ...]], dict[tuple[Any, ...], list[RunEntry]]]:
-    rows: dict[tuple[Any, ...], list[RunEntry]] = {}
-    for e in entries:
-        s = e[0]
-        rows.setdefault((s.get("model"), s.get("task"), int(s.get("N", 0))), []).append(e)
-    order = sorted(rows, key=lambda k: (str(k[0]), str(k[1]), k[2]))
-    return order, rows
-
-
 FIG2_TB = (1.0, 0.8)
 
 
@@ -435,7 +414,10 @@ def fig2(panels: Panels, options: Options | None, selection: Selection) -> Drawn
         fixed = L.tb_kind(e[0]) == "fixed" and any(abs(L.tb_initial(e[0]) - t) < 1e-9 for t in FIG2_TB)
         (drawn if fixed and not _own_loss(e[0]) and not e[0].get("replicate") else skipped).append(e)
     notes += [f"{L.short_key(e[0])}: not drawn (only fixed Tb 1.0/0.8, no replicate)" for e in skipped]
-    order, rows = _fig2_rows(drawn)
+    rows: dict[tuple[Any, ...], list[RunEntry]] = {}  # one row per model, task and N
+    for e in drawn:
+        rows.setdefault((e[0].get("model"), e[0].get("task"), int(e[0].get("N", 0))), []).append(e)
+    order = sorted(rows, key=lambda k: (str(k[0]), str(k[1]), k[2]))
     for key in order:  # one learning rate per row: the row's most common one
         lrs = [float(e[0].get("lr", L.DEFAULT_LR)) for e in rows[key]]
         keep = max(set(lrs), key=lambda x: (lrs.count(x), x == L.DEFAULT_LR))
@@ -611,15 +593,6 @@ fig5 = partial(accuracy_row, target="fig5")
 fig6 = partial(accuracy_row, target="fig6")
 
 
-def _temperature_range(ax: Axes, entries: Sequence[RunEntry]) -> None:
-    """Shade each run's per-step min-max sampler temperature over its prompts (a per-prompt
-    controller samples one batch at several temperatures; the line is their mean)."""
-    for settings, metrics, _ in entries:
-        if _logged(metrics, "temperature_min"):
-            lo, hi = _numeric(metrics, "temperature_min"), _numeric(metrics, "temperature_max")
-            ax.fill_between(metrics["step"].to_numpy(), lo, hi, color=P.run_colour(settings), alpha=0.2, lw=0)
-
-
 def _fixed_temperatures(entries: Sequence[RunEntry]) -> list[RunEntry]:
     """Fixed-Tb runs log no sampler temperature (nothing moves it); the temperature row draws their Tb,
     so the references a controller is compared with are on it too (a panel of references alone, as
@@ -647,7 +620,12 @@ def fig7(panels: Panels, options: Options | None, selection: Selection) -> Drawn
         _acc_panel(ax[0, i], e, panel_title(name, e), correction=True)
         axt = ax[1, i]
         plot_runs(axt, _fixed_temperatures(e), "temperature", lw=1.0, correction=True)
-        _temperature_range(axt, e)
+        # each run's per-step min-max over its prompts, shaded: a per-prompt controller samples one batch at
+        # several temperatures, and the line is their mean
+        for settings, metrics, _ in e:
+            if _logged(metrics, "temperature_min"):
+                lo, hi = _numeric(metrics, "temperature_min"), _numeric(metrics, "temperature_max")
+                axt.fill_between(metrics["step"].to_numpy(), lo, hi, color=P.run_colour(settings), alpha=0.2, lw=0)
         _step_axis(axt, e, ylabel="sampler temperature Tb")
     return fig, TARGETS["fig7"].title, both
 

@@ -19,7 +19,7 @@ import pandas as pd
 
 from coolsampler.paper.diagnostics import leads_markdown
 from coolsampler.paper.labels import DASH
-from coolsampler.paper.tables import f3, fkl, flead, fstep, table1_frames
+from coolsampler.paper.tables import f3, fkl, flead, fstep, is_missing, table1_frames
 from coolsampler.paper.writers import to_latex, to_markdown
 from coolsampler.results.analysis import LENGTH_UNKNOWN, summarize_run
 from coolsampler.results.diagnostics import lead_table
@@ -31,7 +31,6 @@ from coolsampler.results.own_logs import (
     events_frame,
     find_inputs,
     interval,
-    is_missing,
     known_settings,
     missing_lines,
     onset_window,
@@ -344,13 +343,9 @@ def draw(entries: Sequence[Entry], path: str | Path) -> Path:
         arm = str(s.get("arm_name") or s.get("key"))
         colour = colours.setdefault(arm, RUN_COLOURS[len(colours) % len(RUN_COLOURS)])
         seed = s.get("seed") if s.get("seed_known") else None  # no "seed 1" legend for a run nobody seeded
-        named.append(({**s, "label": _legend_name(s), "colour": colour, "seed": seed}, m, st))
+        # the legend names the arm (its key, less the seed where seeds pool), its N and Tb
+        label = f"{s.get('arm_name') or s.get('key', '')}: N={s.get('N')}, Tb={s.get('Tb')}"
+        named.append(({**s, "label": label, "colour": colour, "seed": seed}, m, st))
     titles = {"a": "(a) validation accuracy", "b": "(b) learner-sampler KL"}
     fig1({"a": named, "b": named}, Provenance.here("own logs", script="coolsampler analyze"), [path], titles=titles)
     return path
-
-
-def _legend_name(settings: Mapping[str, Any]) -> str:
-    """A log's legend entry: its arm's name (its key, less the seed where seeds pool), its N and Tb."""
-    name = str(settings.get("arm_name") or settings.get("key", ""))
-    return f"{name}: N={settings.get('N')}, Tb={settings.get('Tb')}"

@@ -284,11 +284,6 @@ NOTE_LINE_IN = 1.4 * S.SMALL_PT / 72.0  # inches per line of the caption and the
 _XLABEL_IN = 0.5  # inches under the lowest panels for their tick labels and x label
 
 
-def _wrap_width(width_in: float) -> int:
-    """Characters of a caption or note line: as many as the figure's width holds (monospace)."""
-    return max(40, int((width_in - 0.2) * S.MONO_CHARS_PER_IN))
-
-
 def note_lines(notes: Sequence[str], width_in: float) -> list[str]:
     """The note text wrapped to the figure width, one ``runs missing/unfinished:`` paragraph."""
     return caption_lines(["runs missing/unfinished: " + "; ".join(notes)], width_in) if notes else []
@@ -297,10 +292,8 @@ def note_lines(notes: Sequence[str], width_in: float) -> list[str]:
 def caption_lines(caption: Sequence[str], width_in: float) -> list[str]:
     """Caption lines (the selection each panel uses) wrapped to the figure width."""
     # never break inside a run key (keys hold hyphens: '2e-6'), so a note can be searched for a key
-    out: list[str] = []
-    for line in caption:
-        out += textwrap.wrap(line, width=_wrap_width(width_in), break_on_hyphens=False, break_long_words=False)
-    return out
+    width = max(40, int((width_in - 0.2) * S.MONO_CHARS_PER_IN))  # the characters the figure's width holds
+    return [w for line in caption for w in textwrap.wrap(line, width, break_on_hyphens=False, break_long_words=False)]
 
 
 def fit_left(fig: Figure, ax: Axes, pad_in: float = 0.08) -> None:

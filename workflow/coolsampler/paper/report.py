@@ -10,7 +10,6 @@ Nothing here imports verl, vLLM or torch.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from functools import partial
 from pathlib import Path
@@ -80,14 +79,6 @@ def run_labels(status_path: str | Path, run_yaml_path: str | Path, figure: str =
         "image": image_text(meta),
         "commit": commit_text(meta),
     }
-
-
-CURVES = (
-    ("val_acc", "validation accuracy"),
-    ("reward", "training reward"),
-    ("kl", "learner-sampler KL (k1), nats/token"),
-    ("entropy", "learner entropy"),
-)
 
 
 def run_curves(
@@ -186,12 +177,6 @@ def target_caption(target: str) -> str:
 
         return str(getattr(tables, f"{target.upper()}_CAPTION", ""))
     return t.draws
-
-
-def status_json(path: str | Path) -> dict[str, Any]:
-    """A ``status.json`` as a dict ({} when absent)."""
-    p = Path(path)
-    return json.loads(p.read_text()) if p.exists() else {}
 
 
 __all__ = [

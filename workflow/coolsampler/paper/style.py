@@ -65,26 +65,15 @@ class SmallText:
 def visible_texts(fig: Figure) -> list[Text]:
     """Every text the figure draws: titles, labels, tick labels, legends, notes, annotations."""
     FigureCanvasAgg(fig).draw()  # tick labels exist only once drawn
-    out = []
-    for t in fig.findobj(Text):
-        if not t.get_visible() or not t.get_text().strip():
-            continue
-        axes = t.axes
-        if axes is not None and not axes.get_visible():
-            continue
-        out.append(t)
-    return out
+    texts = [t for t in fig.findobj(Text) if t.get_visible() and t.get_text().strip()]
+    return [t for t in texts if t.axes is None or t.axes.get_visible()]
 
 
 def too_small(fig: Figure, *, column_px: float = DOCS_WIDTH_PX) -> list[SmallText]:
     """The texts of ``fig`` that render under ``MIN_TEXT_PX`` at ``column_px`` (empty: legible)."""
     width = fig.get_figwidth()
-    small = []
-    for t in visible_texts(fig):
-        px = text_px(t.get_fontsize(), width, column_px=column_px)
-        if px < MIN_TEXT_PX - 1e-6:
-            small.append(SmallText(t.get_text(), t.get_fontsize(), px))
-    return small
+    shown = [(t, text_px(t.get_fontsize(), width, column_px=column_px)) for t in visible_texts(fig)]
+    return [SmallText(t.get_text(), t.get_fontsize(), px) for t, px in shown if px < MIN_TEXT_PX - 1e-6]
 
 
 def overlaps(fig: Figure, texts: list[Text] | None = None) -> list[tuple[str, str]]:

@@ -114,13 +114,14 @@ def _last_step(metrics: pd.DataFrame | None) -> int:
     return int(metrics["step"].max()) if metrics is not None and len(metrics) else 0
 
 
-def _isnan(x: Any) -> bool:
+def is_missing(x: Any) -> bool:
+    """None or NaN: a number the run did not give ("did not happen", "not measurable")."""
     return x is None or (isinstance(x, float) and math.isnan(x))
 
 
 def _cell(text: Callable[[Any], str]) -> Callable[[Any], str]:
     """A cell's formatter: the dash where the value is missing ("did not happen"), else ``text`` of it."""
-    return lambda x: DASH if _isnan(x) else text(x)
+    return lambda x: DASH if is_missing(x) else text(x)
 
 
 f3 = _cell(lambda x: f"{float(x):.3f}")
@@ -134,7 +135,7 @@ def joined(values: Sequence[Any], fmt: Callable[[Any], str], *, range_from: int 
     """Seed values joined with '/', or as a 'lo–hi' range for many runs (as Table 2 prints them)."""
     if not values:
         return DASH
-    if len(values) >= range_from and not any(_isnan(v) for v in values):
+    if len(values) >= range_from and not any(is_missing(v) for v in values):
         lo, hi = fmt(min(values)), fmt(max(values))
         return lo if lo == hi else f"{lo}{DASH}{hi}"
     return "/".join(fmt(v) for v in values)
@@ -228,8 +229,8 @@ def table1_frames(entries: Sequence[RunEntry]) -> tuple[pd.DataFrame, pd.DataFra
         }
         for seed in seeds_all:
             row[f"last5_s{seed}"] = per_seed.get(seed, np.nan)
-        row["last5_mean"] = float(np.nanmean(last5)) if any(not _isnan(x) for x in last5) else np.nan
-        wh = [s["whole"] for s in sums if not _isnan(s["whole"])]
+        row["last5_mean"] = float(np.nanmean(last5)) if any(not is_missing(x) for x in last5) else np.nan
+        wh = [s["whole"] for s in sums if not is_missing(s["whole"])]
         row["whole_mean"] = float(np.mean(wh)) if wh else np.nan
         row["complete"] = all(s["complete"] for s in sums)
         row["note"] = _notes(sums, arm)
@@ -240,7 +241,7 @@ def table1_frames(entries: Sequence[RunEntry]) -> tuple[pd.DataFrame, pd.DataFra
                 "Tb": row["Tb"],
                 "N": str(N),
                 "Refreshes": f"{row['refreshes']:.1f}"
-                if not _isnan(row["refreshes"]) and row["refreshes"] % 1
+                if not is_missing(row["refreshes"]) and row["refreshes"] % 1
                 else fstep(row["refreshes"]),
                 "Degraded": f"{severe}/{len(have)}",
                 _T1_SEEDS: " / ".join(f3(x) for x in last5) + f" / {f3(row['last5_mean'])}",

@@ -58,10 +58,6 @@ KL_STEP_SHORT = 60
 # caption cannot state a threshold the analysis does not apply.
 ONSET_TEXT = f"<= running max - {ONSET_DROP:.2f} after step {AFTER_STEP}"
 SEVERE_TEXT = f"<= max - {SEVERE_DROP:.2f}"
-COLLAPSE_TEXT = (
-    f"every validation from then on <= best before - {COLLAPSE_DROP:.2f}, after step {COLLAPSE_AFTER_STEP},"
-    f" over >= {COLLAPSE_MIN_POINTS} validations"
-)
 KL_STEP_TEXT = (
     f"step {KL_STEP} (step {KL_STEP_SHORT} where {KL_STEP_SHORT} < N <= {KL_STEP}, step N where N <= {KL_STEP_SHORT})"
 )
@@ -378,7 +374,6 @@ def _nanmean(m: pd.DataFrame, col: str, mask: np.ndarray) -> float:
 # A log read without the run's length (no run.yaml, no --steps): never called complete, and never called
 # incomplete either (its last step is all that is known of its length).
 LENGTH_UNKNOWN = "the run's length is unknown"
-UNKNOWN_LENGTH_STATUS = RunStatus(False, 0, 0, [LENGTH_UNKNOWN])
 
 
 def status_note(status: RunStatus | None, has_metrics: bool) -> str:
@@ -450,11 +445,9 @@ __all__ = [
     "kl_above_text",
     "nat_text",
     "LENGTH_UNKNOWN",
-    "UNKNOWN_LENGTH_STATUS",
     "COLLAPSE_AFTER_STEP",
     "COLLAPSE_DROP",
     "COLLAPSE_MIN_POINTS",
-    "COLLAPSE_TEXT",
     "DegradationEvents",
     "collapse_step",
     "cycle_age",

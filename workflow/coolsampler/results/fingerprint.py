@@ -39,25 +39,12 @@ FLOAT_DIGITS = 7  # significant digits kept of the learner's log-prob metrics (f
 
 # What the samples decide: the sampler's draws and their rewards, the validations, the refresh schedule and
 # the sampler's temperatures. Identical bit for bit between two trainings of one run, on one CPU family.
+_EXACT_FLOATS = (  # beside every integer and flag column
+    "val_acc", "val_acc_sampled", "val_digit_error", "reward", "clip_frac", "response_length_max", "temperature",
+    "temperature_min", "temperature_max",
+)  # fmt: skip
 EXACT_COLUMNS: tuple[str, ...] = tuple(
-    c
-    for c, (dtype, _, _) in COLUMNS.items()
-    if c != "step"
-    and (
-        dtype in ("int64", "bool")
-        or c
-        in (
-            "val_acc",
-            "val_acc_sampled",
-            "val_digit_error",
-            "reward",
-            "clip_frac",
-            "response_length_max",
-            "temperature",
-            "temperature_min",
-            "temperature_max",
-        )
-    )
+    c for c, (dtype, _, _) in COLUMNS.items() if c != "step" and (dtype in ("int64", "bool") or c in _EXACT_FLOATS)
 )
 
 
@@ -71,11 +58,6 @@ def _canon(value: Any) -> str:
         f = float(value)
         return "-" if math.isnan(f) else repr(f)
     return repr(value)
-
-
-def _hex(text: str, n: int | None = None) -> str:
-    h = hashlib.sha256(text.encode()).hexdigest()
-    return h if n is None else h[:n]
 
 
 def file_sha256(path: str | Path) -> str:
@@ -107,7 +89,7 @@ def run_fingerprint(metrics: pd.DataFrame, steps: int | None = None) -> dict[str
     whole = hashlib.sha256()
     for c in exact:
         texts = [_canon(v) for v in df[c].tolist()]
-        per_col[c] = "".join(_hex(t, STEP_DIGEST_HEX) for t in texts)
+        per_col[c] = "".join(hashlib.sha256(t.encode()).hexdigest()[:STEP_DIGEST_HEX] for t in texts)
         whole.update(f"{c}={'|'.join(texts)};".encode())
     floats = {
         c: [_rounded(v) for v in df[c].tolist()]
@@ -181,10 +163,8 @@ def compare(current: Mapping[str, Any], reference: Mapping[str, Any]) -> list[Di
     out: list[Difference] = []
     for name, sha in sorted(reference.get("models", {}).items()):
         mine = current.get("models", {}).get(name)
-        if mine is None:
-            out.append(Difference(f"model {name}", False, "not built here"))
-        else:
-            out.append(Difference(f"model {name}", mine == sha, "" if mine == sha else f"weights differ ({mine[:8]}…)"))
+        detail = "not built here" if mine is None else "" if mine == sha else f"weights differ ({mine[:8]}…)"
+        out.append(Difference(f"model {name}", not detail, detail))
     for key, ref in sorted(reference.get("runs", {}).items()):
         mine = current.get("runs", {}).get(key)
         detail = "not trained here" if mine is None else compare_runs(mine, ref)

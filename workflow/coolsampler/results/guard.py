@@ -245,21 +245,14 @@ def frontier_table(entries: Sequence[tuple[Mapping[str, Any], pd.DataFrame | Non
 def frontier_arms(table: pd.DataFrame) -> pd.DataFrame:
     """Per arm (and correction, temperature): runs, mean interval, degraded fraction, mean whole-run
     accuracy with its range over seeds. Fixed arms first, by N, then guards, then schedules."""
+    keys = ["refresh", "arm", "correction", "Tb"]
+    agg = {
+        "N": ("N", "max"), "runs": ("key", "count"), "interval": ("interval", "mean"), "degraded": ("degraded", "mean"),
+        "whole": ("whole", "mean"), "whole_min": ("whole", "min"), "whole_max": ("whole", "max"),
+    }  # fmt: skip
     if table.empty:
-        return pd.DataFrame(
-            columns=["refresh", "arm", "correction", "Tb", "N", "runs", "interval", "degraded", "whole", "whole_min",
-                     "whole_max"]
-        )  # fmt: skip
-    g = table.groupby(["refresh", "arm", "correction", "Tb"], sort=False, dropna=False)
-    out = g.agg(
-        N=("N", "max"),
-        runs=("key", "count"),
-        interval=("interval", "mean"),
-        degraded=("degraded", "mean"),
-        whole=("whole", "mean"),
-        whole_min=("whole", "min"),
-        whole_max=("whole", "max"),
-    ).reset_index()
+        return pd.DataFrame(columns=[*keys, *agg])
+    out = table.groupby(keys, sort=False, dropna=False).agg(**agg).reset_index()
     order = {"fixed": 0, "guard": 1, "schedule": 2}
     out["_o"] = out["refresh"].map(order)
     return out.sort_values(["correction", "Tb", "_o", "N", "arm"]).drop(columns="_o").reset_index(drop=True)
@@ -312,10 +305,7 @@ class Calibration:
     thresholds: dict[str, float | None] = field(default_factory=dict)
 
     def text(self, window: int) -> str:
-        lines = []
-        for N in sorted(self.degraded):
-            flags = self.degraded[N]
-            lines.append(f"N={N}: {sum(flags)} of {len(flags)} runs degrade")
+        lines = [f"N={N}: {sum(flags)} of {len(flags)} runs degrade" for N, flags in sorted(self.degraded.items())]
         if self.N_star is None:
             lines.append("N*: none (every N has a degraded run): no threshold by the rule")
             return "\n".join(lines)

@@ -5,9 +5,7 @@ record per line, validation metrics merged into the steps where validation ran).
 is sound and says what is not: a truncated last line, NaN values, missing validation points and a run
 that stopped early are recorded in ``RunStatus`` (and so reach Table 4); a required metric absent from
 every step is an error naming the run and the metric. Works on a user's own verl JSONL too
-(``coolsampler parse PATH``). pandas only.
-
-Imports pandas and pyarrow only: no verl, vLLM or torch.
+(``coolsampler parse PATH``). Imports pandas and pyarrow only: no verl, vLLM or torch.
 """
 
 from __future__ import annotations
@@ -44,18 +42,14 @@ class MetricsError(ValueError):
     """A log the table cannot be built from (no records, a required metric never logged)."""
 
 
-_ABSENT = ABSENT
-_pick = pick  # the one implementation lives beside the schema (launch.py's progress lines use it too)
-
-
 def column_value(data: dict[str, Any], column: str) -> Any:
     """The value of metrics-table ``column`` in one verl record's ``data``, or None when absent.
 
     For readers of a log while it is written (``coolsampler status``): the same source keys as the
     parser (``metrics_schema.COLUMNS``), so both name the same metric.
     """
-    val = _pick(data, COLUMNS[column][2])
-    return None if val is _ABSENT else val
+    val = pick(data, COLUMNS[column][2])
+    return None if val is ABSENT else val
 
 
 # Where a log of unknown length stops being believed: no run of the paper's recipe comes near 10^7 steps,
@@ -163,8 +157,8 @@ def parse_records(
             keys = (sources or {}).get(col, schema_sources)
             if col == "step" or not keys:  # derived below, from the columns read here
                 continue
-            val = _pick(data, keys)
-            if val is _ABSENT:
+            val = pick(data, keys)
+            if val is ABSENT:
                 row[col] = np.nan
                 if step > 0:
                     absent.setdefault(col, []).append(step)

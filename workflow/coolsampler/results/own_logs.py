@@ -14,6 +14,7 @@ from __future__ import annotations
 import fnmatch
 import os
 import re
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,7 +24,7 @@ import numpy as np
 import pandas as pd
 
 from coolsampler.results.analysis import summarize_run
-from coolsampler.results.readers import RUN_TABLES
+from coolsampler.results.readers import RUN_TABLES, run_log
 from coolsampler.spec.inputs import InputError
 from coolsampler.spec.layout import KEY_PARTS, RUN_GLOB
 from coolsampler.spec.metrics_schema import PROVIDED_BY, RunStatus, absent_columns
@@ -31,12 +32,6 @@ from coolsampler.spec.metrics_schema import PROVIDED_BY, RunStatus, absent_colum
 Entry = tuple[dict[str, Any], pd.DataFrame, RunStatus | None]
 
 LOG_SUFFIXES = (".jsonl", ".json", ".log", ".txt", ".out", ".csv", ".db")
-
-
-def run_log(run_dir: Path) -> Path | None:
-    """What to read of a run directory: verl's log (``train.jsonl``, the source of truth: a
-    ``metrics.parquet`` beside it may predate the parser's newest columns), else its metrics table."""
-    return next((run_dir / name for name in RUN_TABLES if (run_dir / name).is_file()), None)
 
 
 @dataclass(frozen=True)
@@ -127,9 +122,7 @@ def _distinct(inputs: list[Input]) -> list[Input]:
     ``baseline.log``) are named by more of their paths."""
     names = [i.name for i in inputs]
     for depth in (2, 3, 0):
-        seen: dict[str, int] = {}
-        for n in names:
-            seen[n] = seen.get(n, 0) + 1
+        seen = Counter(names)
         if all(c == 1 for c in seen.values()):
             break
         for k, inp in enumerate(inputs):
@@ -421,10 +414,6 @@ def settings_for(
     return s, how or "none", missing
 
 
-def is_missing(x: Any) -> bool:
-    return x is None or (isinstance(x, float) and x != x)
-
-
 def interval(metrics: pd.DataFrame, column: str) -> int | None:
     """The usual step interval of a column's readings (the median gap between the steps that have one):
     a log's validation interval for ``val_acc``, 1 for a signal logged every step."""
@@ -504,25 +493,21 @@ def assign_arms(entries: list[Entry], groups: Sequence[tuple[str, str]]) -> list
                 for s in members:
                     labels[id(s)] = None
                 break
-    counts: dict[str, int] = {}
+    counts: Counter[str] = Counter()
     for s, _, _ in entries:
         label = labels[id(s)]
         if label is not None:
-            counts[label] = counts.get(label, 0) + 1
-            s["group"] = label
-            s["arm_name"] = label
+            counts[label] += 1
+            s["group"] = s["arm_name"] = label
             if not s.get("seed_known"):
                 s["seed"] = counts[label]
         elif s.get("seed_known"):
-            s["group"] = _arm_name(s)
-            s["arm_name"] = _arm_name(s)
+            s["group"] = s["arm_name"] = _arm_name(s)
         else:  # its own row: grouped by its path, which no other run shares
             s["group"] = f"path:{s['path']}"
             s["arm_name"] = s["key"]
             s["seed"] = 1
-    pooled: dict[str, int] = {}
-    for s, _, _ in entries:
-        pooled[s["group"]] = pooled.get(s["group"], 0) + 1
+    pooled = Counter(s["group"] for s, _, _ in entries)
     for s, _, _ in entries:  # an arm of one run is named by the run's own key, its seed included
         if pooled[s["group"]] == 1 and s["group"] == _arm_name(s):
             s["arm_name"] = s["key"]
@@ -530,23 +515,9 @@ def assign_arms(entries: list[Entry], groups: Sequence[tuple[str, str]]) -> list
 
 
 EVENT_FIELDS = (
-    "last_step",
-    "n_val",
-    "peak",
-    "peak_step",
-    "final",
-    "onset",
-    "severe",
-    "kind",
-    "recovered_at",
-    "kl_cross_1",
-    "kl_cross_01",
-    "lead",
-    "kl_max",
-    "last5",
-    "whole",
-    "note",
-)
+    "last_step", "n_val", "peak", "peak_step", "final", "onset", "severe", "kind", "recovered_at", "kl_cross_1",
+    "kl_cross_01", "lead", "kl_max", "last5", "whole", "note",
+)  # fmt: skip
 
 
 def events_frame(entries: Sequence[Entry]) -> pd.DataFrame:

@@ -334,9 +334,7 @@ def is_wandb_csv(path: Path) -> bool:
 def is_wandb_run(path: Path) -> bool:
     """A wandb run's local files (``wandb/run-<date>-<id>/``, its binary ``run-<id>.wandb``): not its
     history in a readable form, which wandb keeps on its server."""
-    if path.suffix == ".wandb":
-        return True
-    return path.is_dir() and any(path.glob("*.wandb"))
+    return path.suffix == ".wandb" or path.is_dir() and any(path.glob("*.wandb"))
 
 
 def _tensorboard(path: Path) -> bool:
@@ -464,6 +462,12 @@ _SKIP_DIRS = {".git", ".snakemake", ".venv", "venv", "node_modules", "__pycache_
 RUN_TABLES = ("train.jsonl", "metrics.parquet", "metrics.csv")
 
 
+def run_log(run_dir: Path) -> Path | None:
+    """What to read of a run directory: verl's log (``train.jsonl``, the source of truth: a
+    ``metrics.parquet`` beside it may predate the parser's newest columns), else its metrics table."""
+    return next((run_dir / name for name in RUN_TABLES if (run_dir / name).is_file()), None)
+
+
 def _walk(root: Path) -> Iterator[Path]:
     """Directories below ``root`` (itself included), hidden and known-irrelevant ones skipped, sorted;
     each once. A symlink into the walk or to one of its ancestors (``latest -> .``) is not followed: what
@@ -502,7 +506,7 @@ def find_logs(root: str | Path) -> list[Path]:
     for d in _walk(Path(root)):
         if any(d.is_relative_to(t) for t in taken):
             continue
-        table = next((d / n for n in RUN_TABLES if (d / n).is_file()), None)
+        table = run_log(d)
         fmt = next((f for f in LOG_FORMATS if f.listed(d)), None)
         if table is not None or fmt is not None:
             out.append(table or d)

@@ -54,9 +54,13 @@ def frontier_N(runs: Sequence[tuple[RunData, Any]]) -> int | None:
     return largest_safe_N((rd.run.N, degrades(rd)) for rd, _ in runs)
 
 
-def _group_key(rd: RunData, per: Sequence[str]) -> tuple[Any, ...]:
-    s = rd.settings
-    return tuple(str(s.get(k)) for k in per)
+def _grouped(pairs: Sequence[tuple[RunData, Any]], per: Sequence[str]) -> dict[tuple[Any, ...], list[Any]]:
+    """The values of ``(run, value)`` pairs grouped by the settings ``per`` names."""
+    out: dict[tuple[Any, ...], list[Any]] = {}
+    for rd, v in pairs:
+        s = rd.settings
+        out.setdefault(tuple(str(s.get(k)) for k in per), []).append(v)
+    return out
 
 
 def count_bound(quantity: Mapping[str, Any]) -> tuple[str, float, str] | None:
@@ -128,12 +132,7 @@ def _reduce(
             ref = _mean([v for rd, v in versus if rd.run.N == safe]) if safe is not None else None
             return _op(_mean(vals), ref, how)
         keys = ["seed"] if per == "seed" else list(per)
-        other: dict[tuple[Any, ...], list[Any]] = {}
-        for rd, v in versus:
-            other.setdefault(_group_key(rd, keys), []).append(v)
-        mine: dict[tuple[Any, ...], list[Any]] = {}
-        for rd, v in runs:
-            mine.setdefault(_group_key(rd, keys), []).append(v)
+        other, mine = _grouped(versus, keys), _grouped(runs, keys)
         return [_op(_mean(v), _mean(other[k]), how) for k, v in mine.items() if k in other]
     raise ClaimError(f"unknown reduce {how!r}")
 

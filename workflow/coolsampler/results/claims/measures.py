@@ -78,14 +78,6 @@ def _window(s: pd.Series, since: int | None = None, until: int | None = None) ->
     return s
 
 
-def _cycle_window(d: RunData, cycle: int | None) -> tuple[int | None, int | None]:
-    """Steps of cycle ``cycle`` (1-based): ``(c-1)N+1 .. cN`` (analysis.cycle_of)."""
-    if cycle is None:
-        return None, None
-    N = d.run.N
-    return (cycle - 1) * N + 1, cycle * N
-
-
 def _events(d: RunData, until: int | None = None) -> A.DegradationEvents:
     return A.degradation_events(_window(_val(d), None, until))
 
@@ -273,7 +265,8 @@ def _stat(fn: str) -> Callable[..., float]:
     def measure(
         d: RunData, col: str, since: int | None = None, until: int | None = None, cycle: int | None = None
     ) -> float:
-        lo, hi = _cycle_window(d, cycle)
+        # the steps of cycle ``cycle`` (1-based): (c-1)N+1 .. cN (analysis.cycle_of)
+        lo, hi = ((cycle - 1) * d.run.N + 1, cycle * d.run.N) if cycle is not None else (None, None)
         s = _window(_col(d, col), since if since is not None else lo, until if until is not None else hi)
         return float(getattr(s, fn)()) if len(s) else math.nan
 
@@ -456,24 +449,12 @@ _VAL = ("val_acc",)
 QUANTITY_COLUMNS: dict[str, tuple[str, ...]] = {
     **{q: _VAL for q in ("final", "peak", "val_first", "val_at", "max_val", "val_curve", "first_at_least")},
     **{q: _VAL for q in ("onset", "severe", "kind", "recovered_at", "back_at", "last5", "whole")},
-    **{q: ("kl",) for q in ("kl_cross", "kl_max", "kl_at", "kl_fixed")},
-    "kl_to_init": ("kl_to_init",),
-    "lead": ("val_acc", "kl"),
-    "diag_lead": _VAL,
-    "staleness_at_onset": _VAL,
-    "rise_lead": _VAL,
-    "onset_ratio": _VAL,
-    "val_gap_before_onset": _VAL,
-    "val_gap": _VAL,
-    "collapse": _VAL,
-    "collapse_ratio": _VAL,
-    "end": _VAL,
-    "end_gap": _VAL,
-    "gap_closed": _VAL,
-    "kl_mean_ratio": ("kl",),
-    "closes_half_and_cools": ("val_acc", "kl"),
-    "kl_growth": ("kl",),
+    **{q: _VAL for q in ("diag_lead", "staleness_at_onset", "rise_lead", "onset_ratio", "val_gap_before_onset")},
+    **{q: _VAL for q in ("val_gap", "collapse", "collapse_ratio", "end", "end_gap", "gap_closed")},
+    **{q: ("kl",) for q in ("kl_cross", "kl_max", "kl_at", "kl_fixed", "kl_mean_ratio", "kl_growth")},
     "kl_growth_ratio": ("kl",),
+    **{q: ("val_acc", "kl") for q in ("lead", "closes_half_and_cools")},
+    "kl_to_init": ("kl_to_init",),
 }
 _READING_COLUMN = {"kl": "kl", "entropy_start": "entropy", "clip": "clip_frac", "clip_cycle": "clip_frac"}
 
