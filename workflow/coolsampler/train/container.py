@@ -103,11 +103,7 @@ class ContainerSpec:
         engine = str(block.get("engine", "none"))
         if engine not in ENGINES:
             raise ContainerError(f"container.engine: {engine!r}; allowed: {', '.join(ENGINES)}")
-        image = str(block.get("image") or "")
-        if not image and engine == "docker":
-            image = DEFAULT_DOCKER_IMAGE
-        if not image and engine == "apptainer":
-            image = DEFAULT_SIF
+        image = str(block.get("image") or {"docker": DEFAULT_DOCKER_IMAGE, "apptainer": DEFAULT_SIF}.get(engine, ""))
         if engine == "apptainer" and not image.endswith(".sif"):
             raise ContainerError(f"container.image: {image!r}; with engine apptainer it is the .sif to build")
         return cls(engine, image)

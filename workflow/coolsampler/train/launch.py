@@ -301,7 +301,7 @@ def proc_table() -> list[ProcInfo]:
     return out
 
 
-def _session_members(sid: int) -> list[int]:
+def session_members(sid: int) -> list[int]:
     """Live (non-zombie) processes of session ``sid``.
 
     Why not the process group alone: Ray's workers (the TaskRunner, TransferQueue and storage
@@ -319,7 +319,7 @@ def _signal_all(pgid: int, sig: int) -> bool:
         hit = True
     except ProcessLookupError:
         pass
-    for pid in _session_members(pgid):
+    for pid in session_members(pgid):
         try:
             os.kill(pid, sig)
             hit = True
@@ -331,12 +331,10 @@ def _signal_all(pgid: int, sig: int) -> bool:
 def _dump_stacks(sid: int, logf) -> None:
     """Before killing a stalled run, write where each of its Python processes is stuck (py-spy, if
     installed): a silent hang becomes a diagnosable one."""
-    import shutil
-
     spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
     if not Path(spy).exists():
         return
-    for pid in _session_members(sid)[:24]:
+    for pid in session_members(sid)[:24]:
         try:
             out = subprocess.run([spy, "dump", "--pid", str(pid)], capture_output=True, timeout=20).stdout
         except (subprocess.TimeoutExpired, OSError):
@@ -361,7 +359,7 @@ def _kill_group(proc: subprocess.Popen) -> None:
         if not _signal_all(pgid, sig):
             break
         deadline = time.time() + wait
-        while time.time() < deadline and (proc.poll() is None or _session_members(pgid)):
+        while time.time() < deadline and (proc.poll() is None or session_members(pgid)):
             time.sleep(0.2)
     try:
         proc.wait(timeout=5)

@@ -197,7 +197,8 @@ def classify(proc: Proc, by_pid: Mapping[int, Proc]) -> str:
     return "other: " + cmd[:80]
 
 
-def _read_procs(pids: Iterable[int]) -> list[Proc]:
+def read_procs(pids: Iterable[int]) -> list[Proc]:
+    """Each process of ``pids`` still there: its parent and command line, read from /proc."""
     out = []
     for pid in pids:
         try:
@@ -224,7 +225,7 @@ def pss_kib(pid: int) -> int | None:
 
 def sample_session(members: Iterable[int]) -> dict[str, list[float]]:
     """One sample: every member's PSS (MiB), by kind."""
-    procs = _read_procs(members)
+    procs = read_procs(members)
     by_pid = {p.pid: p for p in procs}
     out: dict[str, list[float]] = {}
     for p in procs:
