@@ -165,23 +165,13 @@ def training_prefix(
         cmd = ["docker", "run", "--rm", "--init"]
         if name:
             cmd += ["--name", name]
-        cmd += [
-            "--gpus",
-            docker_gpus(cuda_visible_devices),
-            "--ipc=host",  # NCCL and Ray's object store need more than docker's 64 MB /dev/shm
-            "--ulimit",
-            "memlock=-1",
-            "--ulimit",
-            "stack=67108864",
-            "--user",
-            f"{uid}:{gid}",  # results stay owned by the user who ran Snakemake
-            "--workdir",
-            workdir,
-            "-e",
-            "HOME=/tmp",  # the image's home belongs to its own user, not to --user's uid
-            "-e",
-            f"HF_HOME={hf_home or workdir + '/.cache/huggingface'}",
-        ]
+        cmd += ["--gpus", docker_gpus(cuda_visible_devices)]
+        cmd += ["--ipc=host"]  # NCCL and Ray's object store need more than docker's 64 MB /dev/shm
+        cmd += ["--ulimit", "memlock=-1", "--ulimit", "stack=67108864"]
+        cmd += ["--user", f"{uid}:{gid}"]  # results stay owned by the user who ran Snakemake
+        cmd += ["--workdir", workdir]
+        cmd += ["-e", "HOME=/tmp"]  # the image's home belongs to its own user, not to --user's uid
+        cmd += ["-e", f"HF_HOME={hf_home or workdir + '/.cache/huggingface'}"]
         for m in dict.fromkeys(mounts):
             cmd += ["-v", f"{m}:{m}"]
         if hf_home:
