@@ -9,6 +9,7 @@ killed by group id, never by process name. This module never imports verl.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -314,17 +315,13 @@ def session_members(sid: int) -> list[int]:
 def _signal_all(pgid: int, sig: int) -> bool:
     """Send ``sig`` to verl's process group and to every process of its session; False if none is left."""
     hit = False
-    try:
+    with contextlib.suppress(ProcessLookupError):
         os.killpg(pgid, sig)
         hit = True
-    except ProcessLookupError:
-        pass
     for pid in session_members(pgid):
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.kill(pid, sig)
             hit = True
-        except ProcessLookupError:
-            pass
     return hit
 
 
@@ -361,7 +358,5 @@ def _kill_group(proc: subprocess.Popen) -> None:
         deadline = time.time() + wait
         while time.time() < deadline and (proc.poll() is None or session_members(pgid)):
             time.sleep(0.2)
-    try:
+    with contextlib.suppress(subprocess.TimeoutExpired):
         proc.wait(timeout=5)
-    except subprocess.TimeoutExpired:
-        pass

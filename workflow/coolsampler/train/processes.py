@@ -98,16 +98,11 @@ _RAY_DAEMONS = (
 )
 
 
-def _key(k: str) -> str:
-    return k.lstrip("+")
-
-
 def override_map(overrides: Mapping[str, Any] | Iterable[str]) -> dict[str, Any]:
     """``KEY=VALUE`` strings (as ``verl_overrides`` returns them) or a mapping, keys without Hydra's
     ``+``, values as given."""
-    if isinstance(overrides, Mapping):
-        return {_key(k): v for k, v in overrides.items()}
-    return {_key(k): v for k, v in (o.split("=", 1) for o in overrides)}
+    pairs = overrides.items() if isinstance(overrides, Mapping) else (o.split("=", 1) for o in overrides)
+    return {k.lstrip("+"): v for k, v in pairs}
 
 
 def _int(o: Mapping[str, Any], key: str) -> int:
