@@ -337,8 +337,6 @@ def one_line(plan: Plan) -> str:
         disk += f" ({_gib(s['disk_peak'])} during a save)"
     parts = [f"{s['runs'] - s['done']} run(s) to train" + (f" on {counts} GPU(s) each" if gpus else ""), cost, disk]
     if plan.memory:
-        from coolsampler.train.memory import GIB
-
         sizes = "/".join(sorted({f"{m.gpu_bytes / GIB:g}" for m in plan.memory}))
         mem_gpus = "/".join(str(n) for n in sorted({m.gpus for m in plan.memory}))
         parts.append(
