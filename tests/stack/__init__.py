@@ -169,10 +169,10 @@ def preempt(proc: subprocess.Popen) -> None:
     scheduler's preemption would (by session id of its own descendants, never by process name)."""
     import signal
 
-    from coolsampler.train.launch import _session_members
+    from coolsampler.train.launch import session_members
 
     for sid in _descendant_sessions(proc.pid):
-        for pid in _session_members(sid):
+        for pid in session_members(sid):
             try:
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:

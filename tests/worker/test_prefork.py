@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from coolsampler.train.launch import _session_members, verl_command
+from coolsampler.train.launch import session_members, verl_command
 from coolsampler.train.platform import PREFORK_ENV, get_platform
 from coolsampler.worker import prefork
 
@@ -103,9 +103,9 @@ def _server(tmp_path: Path, module: str, preload: str, timeout: float = 180) -> 
         out, err = proc.communicate(timeout=timeout)
     finally:  # whatever the outcome, nothing of this session outlives the test
         deadline = time.time() + 15
-        while _session_members(proc.pid) and time.time() < deadline:
+        while session_members(proc.pid) and time.time() < deadline:
             time.sleep(0.2)
-        left = _session_members(proc.pid)
+        left = session_members(proc.pid)
         if left:
             os.killpg(proc.pid, signal.SIGKILL)
     return subprocess.CompletedProcess(proc.args, proc.returncode, out, err), len(left)

@@ -71,24 +71,9 @@ def find_study(results: Path, config: Path = CONFIG) -> Path:
 
 def snakemake_args(results: Path, study: Path, *, cores: int, dry_run: bool) -> list[str]:
     """The Snakemake invocation that draws ``results`` under ``study`` without training."""
-    args = [
-        sys.executable,
-        "-m",
-        "snakemake",
-        "--snakefile",
-        str(REPO / "Snakefile"),
-        "--directory",
-        str(REPO),
-        f"--configfile={study.resolve()}",
-        "--config",
-        "analysis_only=true",
-        f"results={results.resolve()}",
-        "--cores",
-        str(cores),
-    ]
-    if dry_run:
-        args.append("-n")
-    return args
+    args = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"), "--directory", str(REPO)]
+    args += [f"--configfile={study.resolve()}", "--config", "analysis_only=true", f"results={results.resolve()}"]
+    return [*args, "--cores", str(cores), *(["-n"] if dry_run else [])]
 
 
 def unlogged(results: Path) -> dict[str, set[str]]:

@@ -103,10 +103,7 @@ def _fingerprint(args: argparse.Namespace) -> int:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    f = sub.add_parser(
-        "fingerprint",
-        help="compare a study's models and runs, digit for digit, with the references of each CPU family",
-    )
+    f = sub.add_parser("fingerprint")
     f.add_argument("--study", default=DEFAULT_STUDY, help="study config")
     f.add_argument("--steps", type=int, default=None, help="fingerprint each run's first K steps (default: all)")
     f.add_argument(

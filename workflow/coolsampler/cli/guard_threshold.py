@@ -45,9 +45,7 @@ def main(args: argparse.Namespace) -> int:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "guard-threshold", help="a staleness guard's thresholds from fixed-N runs, by the calibration rule"
-    )
+    p = sub.add_parser("guard-threshold")
     p.add_argument("paths", nargs="+", help="run directories, or a results folder with runs/")
     p.add_argument(
         "--signal",

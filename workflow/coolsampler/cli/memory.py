@@ -27,7 +27,7 @@ from coolsampler.cli.outputs import Output, check_outputs
 from coolsampler.spec.shipped import find_config
 from coolsampler.spec.study import load_study
 from coolsampler.train import processes
-from coolsampler.train.launch import proc_table
+from coolsampler.train.launch import proc_table, session_members
 from coolsampler.train.memory import (
     assumptions,
     fit,
@@ -65,16 +65,8 @@ def host_profile(profile: Path | None, host_memory_gib: float | None) -> Path | 
 
 def _find_session() -> int:
     """The session whose leader runs verl's trainer (directly or under coolsampler.worker.prefork)."""
-    leaders = []
-    for p in proc_table():
-        if p.pid != p.session:
-            continue
-        try:
-            cmd = Path(f"/proc/{p.pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            continue
-        if "verl.trainer.main_ppo" in cmd:
-            leaders.append(p.pid)
+    sessions = processes.read_procs(p.pid for p in proc_table() if p.pid == p.session)
+    leaders = [p.pid for p in sessions if "verl.trainer.main_ppo" in p.cmdline]
     if len(leaders) != 1:
         raise SystemExit(f"coolsampler memory --measure auto: {len(leaders)} verl sessions running; name one")
     return leaders[0]
@@ -82,17 +74,10 @@ def _find_session() -> int:
 
 def _measure(args: argparse.Namespace) -> int:
     sid = _find_session() if args.measure == "auto" else int(args.measure)
-
-    def members() -> list[int]:
-        return [p.pid for p in proc_table() if p.session == sid and p.state not in ("Z", "X")]
-
-    def alive() -> bool:
-        return Path(f"/proc/{sid}").exists()
-
     kinds = processes.measure(
-        members,
+        lambda: session_members(sid),
         interval_s=args.interval,
-        until=lambda: not alive(),
+        until=lambda: not Path(f"/proc/{sid}").exists(),
         say=lambda s: print(s, file=sys.stderr, flush=True),
     )
     doc = processes.table_document(kinds, how=args.how, interval_s=args.interval)

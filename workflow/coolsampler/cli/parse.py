@@ -25,11 +25,7 @@ def _parse(args: argparse.Namespace) -> int:
     from coolsampler.cli.outputs import Output, check_outputs  # the output flag first, before the log is read
 
     check_outputs((args.out, Output("--out", suffixes=tuple(OUT_FORMATS))))
-    fmt = None
-    if args.out:
-        fmt = OUT_FORMATS.get(Path(args.out).suffix.lower())
-        if fmt is None:
-            raise ValueError(f"--out {args.out}: unknown format; name a {' or '.join(OUT_FORMATS)} file")
+    fmt = OUT_FORMATS.get(Path(args.out).suffix.lower()) if args.out else None  # check_outputs vouched for it
     path = Path(args.path)
     if not path.is_file():
         raise InputError(path, "no such file" if not path.exists() else "not a file; name the log itself")

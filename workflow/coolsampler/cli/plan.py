@@ -190,13 +190,17 @@ def measure(
     return times, startup, _dir_bytes(run_dir)
 
 
+def _profile_config(profile: str) -> dict[str, Any] | None:
+    """The Snakemake profile file of ``profile``, read; None where there is none."""
+    path = PROFILE_DIR / PROFILE_FILE.get(profile, "-") / PROFILE_NAME
+    return load_yaml(path, mapping=True, what="Snakemake profile") if path.exists() else None
+
+
 def profile_gpus(profile: str) -> int | None:
     """The GPUs the ``profile`` file declares for its machine (the gpu-box profile's ``resources: gpu=``);
     None where it declares none (SLURM places each job on its own GPUs; CPU has none)."""
-    path = PROFILE_DIR / PROFILE_FILE.get(profile, "-") / PROFILE_NAME
-    if profile != "gpu" or not path.exists():
+    if profile != "gpu" or (cfg := _profile_config(profile)) is None:
         return None
-    cfg = load_yaml(path, mapping=True, what="Snakemake profile")
     return next((int(str(r).split("=")[1]) for r in cfg.get("resources", []) if str(r).startswith("gpu=")), None)
 
 
@@ -219,10 +223,9 @@ def default_parallel(profile: str, platform: Platform, gpus_per_run: int | None 
     if profile == "cpu":
         return max(1, CPU_CORES // max(1, platform.threads)), f"--cores {CPU_CORES}, {platform.threads} thread(s) a run"
     gpus_per_run = gpus_per_run or platform.gpus_per_run
-    path = PROFILE_DIR / PROFILE_FILE[profile] / PROFILE_NAME
-    if not path.exists():
-        return 1, f"no {path.name} found: one at a time"
-    cfg = load_yaml(path, mapping=True, what="Snakemake profile")
+    cfg = _profile_config(profile)
+    if cfg is None:
+        return 1, f"no {PROFILE_NAME} found: one at a time"
     if profile == "slurm":
         return int(cfg.get("jobs", 1)), f"profiles/slurm jobs: {cfg.get('jobs', 1)}"
     gpus = profile_gpus(profile)
@@ -236,10 +239,7 @@ def default_parallel(profile: str, platform: Platform, gpus_per_run: int | None 
 def profile_runtime(profile: str) -> int | None:
     """The training time limit a profile sets (``set-resources: train: runtime:``, the SLURM profile's EDIT
     line), which the watchdog's timeout follows (``Platform.with_runtime``); None: the platform's."""
-    path = PROFILE_DIR / PROFILE_FILE.get(profile, "-") / PROFILE_NAME
-    if not path.exists():
-        return None
-    cfg = load_yaml(path, mapping=True, what="Snakemake profile")
+    cfg = _profile_config(profile) or {}
     runtime = ((cfg.get("set-resources") or {}).get("train") or {}).get("runtime")
     return int(runtime) if runtime is not None else None
 
@@ -337,8 +337,6 @@ def one_line(plan: Plan) -> str:
         disk += f" ({_gib(s['disk_peak'])} during a save)"
     parts = [f"{s['runs'] - s['done']} run(s) to train" + (f" on {counts} GPU(s) each" if gpus else ""), cost, disk]
     if plan.memory:
-        from coolsampler.train.memory import GIB
-
         sizes = "/".join(sorted({f"{m.gpu_bytes / GIB:g}" for m in plan.memory}))
         mem_gpus = "/".join(str(n) for n in sorted({m.gpus for m in plan.memory}))
         parts.append(

@@ -224,10 +224,6 @@ def study_states(study: Study, results: str | Path | None = None, *, now: float 
     return [run_state(r, Path(layout.run_dir(r.key)), watchdog_s=limit, now=now) for r in study.runs]
 
 
-def _or_dash(x: float | None, fmt: str) -> str:
-    return "-" if x is None else format(x, fmt)
-
-
 def table(states: list[RunState]) -> str:
     """A compact, aligned table: one line per run, then a count per state."""
     head = ("run", "state", "step", "val acc", "KL", "ETA", "detail")
@@ -236,7 +232,8 @@ def table(states: list[RunState]) -> str:
         step = "-" if s.step is None else f"{s.step}/{s.total}"
         val = "-" if s.val_acc is None else f"{s.val_acc:.3f}@{s.val_step}"
         eta = hmm(s.eta_s) if s.state == "running" else "-"
-        rows.append((s.key, s.state, step, val, _or_dash(s.kl, ".3g"), eta, s.detail))
+        kl = "-" if s.kl is None else f"{s.kl:.3g}"
+        rows.append((s.key, s.state, step, val, kl, eta, s.detail))
     widths = [max(len(r[i]) for r in rows) for i in range(len(head) - 1)]
     lines = ["  ".join(c.ljust(w) for c, w in zip(r[:-1], widths, strict=True)) + "  " + r[-1] for r in rows]
     counts = {k: sum(1 for s in states if s.state == k) for k in STATES}

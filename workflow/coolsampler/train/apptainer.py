@@ -326,11 +326,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.write:
             (args.root / RECIPE).write_text(derive_recipe(args.root))
-            return 0
-        why = stale(args.root)
+        why = None if args.write else stale(args.root)
     except RecipeError as e:
-        print(f"apptainer recipe: {e}", file=sys.stderr)
-        return 1
+        why = str(e)
     if why:
         print(f"apptainer recipe: {why}", file=sys.stderr)
         return 1

@@ -15,15 +15,7 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from coolsampler.worker.checkpoint_files import (
-    SHARD_KINDS,
-    SNAPSHOT_SHARE,
-    TRACKER,
-    incomplete,
-    read_tracker,
-    step_dirs,
-    write_tracker,
-)
+from coolsampler.worker.checkpoint_files import TRACKER, incomplete, read_tracker, step_dirs, write_tracker
 
 
 @dataclass(frozen=True)
@@ -137,8 +129,6 @@ def clear(point: ResumePoint) -> list[str]:
 
 
 __all__ = [
-    "SHARD_KINDS",
-    "SNAPSHOT_SHARE",
     "TRACKER",
     "Found",
     "ResumePoint",

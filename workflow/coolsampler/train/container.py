@@ -103,11 +103,7 @@ class ContainerSpec:
         engine = str(block.get("engine", "none"))
         if engine not in ENGINES:
             raise ContainerError(f"container.engine: {engine!r}; allowed: {', '.join(ENGINES)}")
-        image = str(block.get("image") or "")
-        if not image and engine == "docker":
-            image = DEFAULT_DOCKER_IMAGE
-        if not image and engine == "apptainer":
-            image = DEFAULT_SIF
+        image = str(block.get("image") or {"docker": DEFAULT_DOCKER_IMAGE, "apptainer": DEFAULT_SIF}.get(engine, ""))
         if engine == "apptainer" and not image.endswith(".sif"):
             raise ContainerError(f"container.image: {image!r}; with engine apptainer it is the .sif to build")
         return cls(engine, image)
@@ -169,23 +165,13 @@ def training_prefix(
         cmd = ["docker", "run", "--rm", "--init"]
         if name:
             cmd += ["--name", name]
-        cmd += [
-            "--gpus",
-            docker_gpus(cuda_visible_devices),
-            "--ipc=host",  # NCCL and Ray's object store need more than docker's 64 MB /dev/shm
-            "--ulimit",
-            "memlock=-1",
-            "--ulimit",
-            "stack=67108864",
-            "--user",
-            f"{uid}:{gid}",  # results stay owned by the user who ran Snakemake
-            "--workdir",
-            workdir,
-            "-e",
-            "HOME=/tmp",  # the image's home belongs to its own user, not to --user's uid
-            "-e",
-            f"HF_HOME={hf_home or workdir + '/.cache/huggingface'}",
-        ]
+        cmd += ["--gpus", docker_gpus(cuda_visible_devices)]
+        cmd += ["--ipc=host"]  # NCCL and Ray's object store need more than docker's 64 MB /dev/shm
+        cmd += ["--ulimit", "memlock=-1", "--ulimit", "stack=67108864"]
+        cmd += ["--user", f"{uid}:{gid}"]  # results stay owned by the user who ran Snakemake
+        cmd += ["--workdir", workdir]
+        cmd += ["-e", "HOME=/tmp"]  # the image's home belongs to its own user, not to --user's uid
+        cmd += ["-e", f"HF_HOME={hf_home or workdir + '/.cache/huggingface'}"]
         for m in dict.fromkeys(mounts):
             cmd += ["-v", f"{m}:{m}"]
         if hf_home:

@@ -148,35 +148,27 @@ def _keep_math_levels(row: Mapping[str, Any]) -> bool:
     return row.get("level") in MATH_LEVELS
 
 
+def _gsm8k(split: str, expected: int) -> SplitSpec:
+    """A GSM8K split (``main`` config): our file stem is the HF split's name."""
+    return SplitSpec(
+        task="gsm8k",
+        split=split,
+        dataset_id="openai/gsm8k",
+        config="main",
+        hf_split=split,
+        expected=expected,
+        filter="none",
+        prompt_template=PROMPT_TEMPLATE_GSM8K,
+        question_field="question",
+        keep=_keep_all,
+        ground_truth=lambda r: gsm8k_ground_truth(r["answer"]),
+        extra_fields=("question", "answer"),
+    )
+
+
 SPLITS: Final[dict[tuple[str, str], SplitSpec]] = {
-    ("gsm8k", "train"): SplitSpec(
-        task="gsm8k",
-        split="train",
-        dataset_id="openai/gsm8k",
-        config="main",
-        hf_split="train",
-        expected=7473,
-        filter="none",
-        prompt_template=PROMPT_TEMPLATE_GSM8K,
-        question_field="question",
-        keep=_keep_all,
-        ground_truth=lambda r: gsm8k_ground_truth(r["answer"]),
-        extra_fields=("question", "answer"),
-    ),
-    ("gsm8k", "test"): SplitSpec(
-        task="gsm8k",
-        split="test",
-        dataset_id="openai/gsm8k",
-        config="main",
-        hf_split="test",
-        expected=1319,
-        filter="none",
-        prompt_template=PROMPT_TEMPLATE_GSM8K,
-        question_field="question",
-        keep=_keep_all,
-        ground_truth=lambda r: gsm8k_ground_truth(r["answer"]),
-        extra_fields=("question", "answer"),
-    ),
+    ("gsm8k", "train"): _gsm8k("train", 7473),
+    ("gsm8k", "test"): _gsm8k("test", 1319),
     ("math", "train_l3-5"): SplitSpec(
         task="math",
         split="train_l3-5",
@@ -374,20 +366,24 @@ def _atomic_write(path: Path, write: Callable[[Path], None]) -> None:
         raise
 
 
+def _write_manifest(path: Path, manifest: Mapping[str, Any]) -> None:
+    text = json.dumps(manifest, indent=2, sort_keys=True) + "\n"
+    _atomic_write(path, lambda p: p.write_text(text, encoding="utf-8"))
+
+
 # --------------------------------------------------------------------------- preparation
 
 
 def load_source(
-    spec: SplitSpec, cache_dir: str | os.PathLike[str], loader: Loader | None = None
+    dataset_id: str, config: str | None, hf_split: str, cache_dir: str | os.PathLike[str], loader: Loader
 ) -> Iterable[Mapping[str, Any]]:
-    """The source rows of ``spec``; an unreachable, uncached dataset raises ``DataUnavailableError``."""
+    """The source rows of a dataset's split; an unreachable, uncached one raises ``DataUnavailableError``."""
     cache = Path(cache_dir)
-    load = loader if loader is not None else hf_loader()
     try:
-        return load(spec.dataset_id, spec.config, spec.hf_split, cache)
+        return loader(dataset_id, config, hf_split, cache)
     except _unavailable_errors() as exc:
         raise DataUnavailableError(
-            f"cannot load dataset {spec.dataset_id!r} (config {spec.config!r}, split {spec.hf_split!r}): "
+            f"cannot load dataset {dataset_id!r} (config {config!r}, split {hf_split!r}): "
             f"the Hugging Face Hub is not reachable and no cached copy was found in cache dir "
             f"{str(cache.resolve())!r} ({type(exc).__name__}: {exc}). Prepare the data on a machine with "
             f"network access using the same cache dir (snakemake prepare_data), then copy that cache dir "
@@ -413,7 +409,9 @@ def prepare_split(
     """
     spec = get_spec(task, split)
     parquet_path, manifest_path = output_paths(data_dir, task, split)
-    source = load_source(spec, cache_dir, loader if loader is not None else hf_loader(revision))
+    source = load_source(
+        spec.dataset_id, spec.config, spec.hf_split, cache_dir, loader if loader is not None else hf_loader(revision)
+    )
     rows = build_rows(spec, source)
 
     want = spec.expected if isinstance(expected, _UseSpecCount) else expected
@@ -448,8 +446,7 @@ def prepare_split(
         "sha256": sha256_file(parquet_path),
         "columns": table.schema.names,
     }
-    text = json.dumps(manifest, indent=2, sort_keys=True) + "\n"
-    _atomic_write(manifest_path, lambda p: p.write_text(text, encoding="utf-8"))
+    _write_manifest(manifest_path, manifest)
     log.info("prepared %s/%s: %d rows -> %s", task, split, len(rows), parquet_path)
     return manifest
 
@@ -498,21 +495,13 @@ def prepare_hub_split(
     (``hub``: ``{dataset, revision, config?, train, val}``, the split names) into ``parquet``, with a
     manifest beside it. Rows are taken as they are; missing verl columns are an error naming them."""
     out = Path(parquet)
-    spec = SplitSpec(
-        task=out.parent.name,
-        split=which,
-        dataset_id=hub["dataset"],
-        config=hub.get("config"),
-        hf_split=hub[which],
-        expected=-1,  # no paper count: the study's own data
-        filter="none (the dataset is in verl's format)",
-        prompt_template="",
-        question_field="",
-        keep=_keep_all,
-        ground_truth=str,
-        extra_fields=(),
+    rows = load_source(
+        hub["dataset"],
+        hub.get("config"),
+        hub[which],
+        cache_dir,
+        loader if loader is not None else hf_loader(hub["revision"]),
     )
-    rows = load_source(spec, cache_dir, loader if loader is not None else hf_loader(hub["revision"]))
     table = (
         rows.data.table if hasattr(rows, "data") and hasattr(rows.data, "table") else pa.Table.from_pylist(list(rows))
     )
@@ -534,6 +523,5 @@ def prepare_hub_split(
         "parquet": out.name,
         "sha256": sha256_file(out),
     }
-    text = json.dumps(manifest, indent=2, sort_keys=True) + "\n"
-    _atomic_write(out.with_suffix(".manifest.json"), lambda p: p.write_text(text, encoding="utf-8"))
+    _write_manifest(out.with_suffix(".manifest.json"), manifest)
     return manifest

@@ -6,7 +6,6 @@ check that the installed verl is the built wheel reads package metadata only).
 
 from __future__ import annotations
 
-import importlib.metadata
 import os
 import signal
 import subprocess
@@ -32,6 +31,7 @@ from coolsampler.train.container import (  # training inside the image
 from coolsampler.train.launch import TrainingFailed, run_verl
 from coolsampler.train.overrides import RunPaths, verl_overrides
 from coolsampler.train.platform import get_platform
+from coolsampler.train.version import installed_verl
 
 
 def wheel_version(wheel: str | Path) -> str:
@@ -56,10 +56,7 @@ def check_installed_verl(wheel: str | Path, prefix: list[str] | None = None) -> 
                 "(snakemake image; the rule reruns when the wheel changes)"
             )
         return have
-    try:
-        have = importlib.metadata.version("verl")
-    except importlib.metadata.PackageNotFoundError:
-        have = "none"
+    have = installed_verl() or "none"
     if have != want:
         raise TrainingFailed(
             f"installed verl is {have}, but the DAG built {want} from patches/verl: "

@@ -9,6 +9,7 @@ killed by group id, never by process name. This module never imports verl.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -301,7 +302,7 @@ def proc_table() -> list[ProcInfo]:
     return out
 
 
-def _session_members(sid: int) -> list[int]:
+def session_members(sid: int) -> list[int]:
     """Live (non-zombie) processes of session ``sid``.
 
     Why not the process group alone: Ray's workers (the TaskRunner, TransferQueue and storage
@@ -314,29 +315,23 @@ def _session_members(sid: int) -> list[int]:
 def _signal_all(pgid: int, sig: int) -> bool:
     """Send ``sig`` to verl's process group and to every process of its session; False if none is left."""
     hit = False
-    try:
+    with contextlib.suppress(ProcessLookupError):
         os.killpg(pgid, sig)
         hit = True
-    except ProcessLookupError:
-        pass
-    for pid in _session_members(pgid):
-        try:
+    for pid in session_members(pgid):
+        with contextlib.suppress(ProcessLookupError):
             os.kill(pid, sig)
             hit = True
-        except ProcessLookupError:
-            pass
     return hit
 
 
 def _dump_stacks(sid: int, logf) -> None:
     """Before killing a stalled run, write where each of its Python processes is stuck (py-spy, if
     installed): a silent hang becomes a diagnosable one."""
-    import shutil
-
     spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
     if not Path(spy).exists():
         return
-    for pid in _session_members(sid)[:24]:
+    for pid in session_members(sid)[:24]:
         try:
             out = subprocess.run([spy, "dump", "--pid", str(pid)], capture_output=True, timeout=20).stdout
         except (subprocess.TimeoutExpired, OSError):
@@ -361,9 +356,7 @@ def _kill_group(proc: subprocess.Popen) -> None:
         if not _signal_all(pgid, sig):
             break
         deadline = time.time() + wait
-        while time.time() < deadline and (proc.poll() is None or _session_members(pgid)):
+        while time.time() < deadline and (proc.poll() is None or session_members(pgid)):
             time.sleep(0.2)
-    try:
+    with contextlib.suppress(subprocess.TimeoutExpired):
         proc.wait(timeout=5)
-    except subprocess.TimeoutExpired:
-        pass

@@ -486,12 +486,6 @@ def total(items: list[Item]) -> int:
     return sum(i.bytes for i in items)
 
 
-def gpu_peak(s: Setting | str) -> tuple[str, int]:
-    phases = gpu_budget(s)
-    phase = max(phases, key=lambda k: total(phases[k]))
-    return phase, total(phases[phase])
-
-
 def kv_cache_needed(s: Setting, samples_per_step: int) -> int:
     """KV cache one replica needs to hold its share of a step's samples at full length at once."""
     per_replica = -(-samples_per_step // s.replicas)
@@ -502,8 +496,6 @@ def slurm_train_mem_bytes(profile: Path) -> int:
     """The host memory a SLURM training job gets: rule train's ``mem_mb``, the gpu platform's, unless the
     profile's ``set-resources.train.mem_mb`` overrides it; read as 10^6 bytes (SLURM's --mem counts MiB,
     so this errs on the safe side)."""
-    from coolsampler.train.platform import get_platform
-
     cfg = load_yaml(profile, mapping=True, what="SLURM profile")
     override = ((cfg.get("set-resources") or {}).get("train") or {}).get("mem_mb")
     return int(override or get_platform("gpu").mem_mb) * 10**6
@@ -525,8 +517,14 @@ class Fit:
     host_limit_what: str
 
     @property
+    def gpu_peak(self) -> tuple[str, int]:
+        """The phase that needs the most GPU memory, and how much."""
+        phase = max(self.gpu, key=self.gpu.get)  # type: ignore[arg-type]
+        return phase, self.gpu[phase]
+
+    @property
     def gpu_fits(self) -> bool:
-        return max(self.gpu.values()) <= self.gpu_limit
+        return self.gpu_peak[1] <= self.gpu_limit
 
     @property
     def host_fits(self) -> bool:
@@ -622,41 +620,34 @@ def markdown_table(settings: list[Setting], profile: Path | None, platform: Plat
     def gib(b: int) -> str:
         return f"{b / GIB:.1f}"
 
+    def row(name: str, cells: Iterable[str]) -> str:
+        return f"| {name} | " + " | ".join(cells) + " |"
+
+    def item_rows(budgets: list[list[Item]], skip: set[str]) -> list[str]:
+        names = dict.fromkeys(i.what for b in budgets for i in b if i.what not in skip)
+        return [row(name, (next((gib(i.bytes) for i in b if i.what == name), "-") for b in budgets)) for name in names]
+
     n = len(settings)
     rows = ["| | " + " | ".join(_label(s) for s in settings) + " |", "|---" * (n + 1) + "|"]
     rows.append("| **host, per node (GiB)** |" + " |" * n)
     hosts = [host_budget(s) for s in settings]
-    names = list(dict.fromkeys(i.what for h in hosts for i in h))
-    for name in names:
-        cells = [next((gib(i.bytes) for i in h if i.what == name), "-") for h in hosts]
-        rows.append(f"| {name} | " + " | ".join(cells) + " |")
-    rows.append("| **host total** | " + " | ".join(f"**{gib(total(h))}**" for h in hosts) + " |")
+    rows += item_rows(hosts, set())
+    rows.append(row("**host total**", (f"**{gib(total(h))}**" for h in hosts)))
     limit, what = host_limit_bytes(profile, platform)
-    rows.append(f"| {what} | " + " | ".join(gib(limit) for _ in settings) + " |")
+    rows.append(row(what, (gib(limit) for _ in settings)))
     fits = [fit(s, profile, platform) for s in settings]
-    rows.append(
-        f"| fits ({HOST_MARGIN:.0%} margin) | "
-        + " | ".join(("yes" if f.host_fits else "NO") + f", {gib(f.host_limit - f.host)} left" for f in fits)
-        + " |"
-    )
+    left = ((("yes" if f.host_fits else "NO") + f", {gib(f.host_limit - f.host)} left") for f in fits)
+    rows.append(row(f"fits ({HOST_MARGIN:.0%} margin)", left))
     gpus = [gpu_budget(s) for s in settings]
     for phase in gpus[0]:
         rows.append(f"| **GPU, per device: {phase} (GiB)** |" + " |" * n)
         seen = {i.what for i in gpus[0]["generate"][:3]} if phase != "generate" else set()
-        names = list(dict.fromkeys(i.what for g in gpus for i in g[phase] if i.what not in seen))
-        for name in names:
-            cells = [next((gib(i.bytes) for i in g[phase] if i.what == name), "-") for g in gpus]
-            rows.append(f"| {name} | " + " | ".join(cells) + " |")
-        rows.append(f"| {phase} total | " + " | ".join(gib(total(g[phase])) for g in gpus) + " |")
-    rows.append(
-        "| **GPU peak** | " + " | ".join(f"**{gib(gpu_peak(s)[1])}** ({gpu_peak(s)[0]})" for s in settings) + " |"
-    )
-    rows.append("| GPU memory (declared) | " + " | ".join(gib(s.gpu_bytes) for s in settings) + " |")
-    rows.append(
-        f"| fits ({GPU_MARGIN:.0%} margin) | "
-        + " | ".join(("yes" if f.gpu_fits else "NO") + f", {gib(f.gpu_limit - max(f.gpu.values()))} left" for f in fits)
-        + " |"
-    )
+        rows += item_rows([g[phase] for g in gpus], seen)
+        rows.append(row(f"{phase} total", (gib(total(g[phase])) for g in gpus)))
+    rows.append(row("**GPU peak**", (f"**{gib(f.gpu_peak[1])}** ({f.gpu_peak[0]})" for f in fits)))
+    rows.append(row("GPU memory (declared)", (gib(s.gpu_bytes) for s in settings)))
+    left = ((("yes" if f.gpu_fits else "NO") + f", {gib(f.gpu_limit - f.gpu_peak[1])} left") for f in fits)
+    rows.append(row(f"fits ({GPU_MARGIN:.0%} margin)", left))
     return "\n".join(rows) + "\n"
 
 
@@ -666,9 +657,9 @@ def fit_lines(settings: list[Setting], profile: Path | None, platform: Platform 
     for s in settings:
         f = fit(s, profile, platform)
         head = f"{s.model} {s.task} on {s.gpus} x {s.gpu_bytes / GIB:g} GiB GPUs"
-        peak_phase = max(f.gpu, key=f.gpu.get)
+        phase, peak = f.gpu_peak
         state = (
-            f"GPU peak {f.gpu[peak_phase] / GIB:.1f} GiB ({peak_phase}) of {f.gpu_limit / GIB:.1f}; "
+            f"GPU peak {peak / GIB:.1f} GiB ({phase}) of {f.gpu_limit / GIB:.1f}; "
             f"host {f.host / GIB:.1f} of {f.host_limit / GIB:.1f} GiB"
         )
         if f.fits:
@@ -677,9 +668,9 @@ def fit_lines(settings: list[Setting], profile: Path | None, platform: Platform 
         out.append(f"{head}: DOES NOT FIT ({state})")
         for fx in fixes(s, profile, platform):
             g = fx.fit
-            gp = max(g.gpu, key=g.gpu.get)
+            phase, peak = g.gpu_peak
             out.append(
-                f"  set {fx.change}: GPU peak {g.gpu[gp] / GIB:.1f} GiB ({gp}), host {g.host / GIB:.1f} GiB"
+                f"  set {fx.change}: GPU peak {peak / GIB:.1f} GiB ({phase}), host {g.host / GIB:.1f} GiB"
                 + (": fits" if g.fits else ": not yet")
             )
     return out

@@ -50,9 +50,16 @@ def recipe_for(run: Run, study_recipe: dict[str, Any] | None = None) -> dict[str
     return recipe
 
 
-def _fmt(v: Any) -> str:
+class _Quoted(str):
+    """A value that must reach verl as a string (Ray's env_vars), quoted for Hydra."""
+
+
+def _hydra(v: Any) -> str:
+    """A value as Hydra override text; a string (an extra override's value: Hydra text) as it is written."""
+    if isinstance(v, _Quoted):
+        return "'" + str(v) + "'"
     if isinstance(v, dict):  # Hydra's dict syntax: {a:1,b:x}
-        return "{" + ",".join(f"{k}:{_fmt(x)}" for k, x in v.items()) + "}"
+        return "{" + ",".join(f"{k}:{_hydra(x)}" for k, x in v.items()) + "}"
     if isinstance(v, bool):
         return str(v).lower()
     if isinstance(v, float):
@@ -60,24 +67,8 @@ def _fmt(v: Any) -> str:
     if v is None:
         return "null"
     if isinstance(v, list):
-        return "[" + ",".join(_fmt(x) for x in v) + "]"
+        return "[" + ",".join(_hydra(x) for x in v) + "]"
     return str(v)
-
-
-class _Raw(str):
-    """A value given as Hydra text (an extra override): passed on as written."""
-
-
-class _Quoted(str):
-    """A value that must reach verl as a string (Ray's env_vars), quoted for Hydra."""
-
-
-def _hydra(v: Any) -> str:
-    if isinstance(v, _Raw):
-        return str(v)
-    if isinstance(v, _Quoted):
-        return "'" + str(v) + "'"
-    return _fmt(v)
 
 
 # Ray's runtime environment of every verl actor (the trainer, workers, vLLM engines): verl merges
@@ -236,7 +227,7 @@ def _with_extra(o: dict[str, Any], extra: Sequence[str]) -> list[str]:
         if have is not None and key.startswith("~"):
             del o[have]
         elif have is not None and eq:
-            o[have] = _Raw(value)
+            o[have] = value
         else:
             tail.append(item)
     return [f"{k}={_hydra(v)}" for k, v in o.items()] + tail

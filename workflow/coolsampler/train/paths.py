@@ -13,14 +13,10 @@ from typing import Any
 
 from coolsampler.spec.layout import (
     FINGERPRINTS,
-    REHEARSAL_DIR,
     REHEARSAL_MODEL,
-    RUN_FILES,
-    SHARED,
     SMOKE_STUDY,
     Layout,
     key_of,
-    key_of_file,
     run_pattern,
 )
 
@@ -50,14 +46,10 @@ def run_paths(layout: Layout, run: Any) -> RunPaths:
 __all__ = [
     "FINGERPRINTS",
     "Layout",
-    "REHEARSAL_DIR",
     "REHEARSAL_MODEL",
-    "RUN_FILES",
-    "SHARED",
     "SMOKE_STUDY",
     "RunPaths",
     "key_of",
-    "key_of_file",
     "run_paths",
     "run_pattern",
 ]

@@ -98,16 +98,11 @@ _RAY_DAEMONS = (
 )
 
 
-def _key(k: str) -> str:
-    return k.lstrip("+")
-
-
 def override_map(overrides: Mapping[str, Any] | Iterable[str]) -> dict[str, Any]:
     """``KEY=VALUE`` strings (as ``verl_overrides`` returns them) or a mapping, keys without Hydra's
     ``+``, values as given."""
-    if isinstance(overrides, Mapping):
-        return {_key(k): v for k, v in overrides.items()}
-    return {_key(k): v for k, v in (o.split("=", 1) for o in overrides)}
+    pairs = overrides.items() if isinstance(overrides, Mapping) else (o.split("=", 1) for o in overrides)
+    return {k.lstrip("+"): v for k, v in pairs}
 
 
 def _int(o: Mapping[str, Any], key: str) -> int:
@@ -197,7 +192,8 @@ def classify(proc: Proc, by_pid: Mapping[int, Proc]) -> str:
     return "other: " + cmd[:80]
 
 
-def _read_procs(pids: Iterable[int]) -> list[Proc]:
+def read_procs(pids: Iterable[int]) -> list[Proc]:
+    """Each process of ``pids`` still there: its parent and command line, read from /proc."""
     out = []
     for pid in pids:
         try:
@@ -224,7 +220,7 @@ def pss_kib(pid: int) -> int | None:
 
 def sample_session(members: Iterable[int]) -> dict[str, list[float]]:
     """One sample: every member's PSS (MiB), by kind."""
-    procs = _read_procs(members)
+    procs = read_procs(members)
     by_pid = {p.pid: p for p in procs}
     out: dict[str, list[float]] = {}
     for p in procs:

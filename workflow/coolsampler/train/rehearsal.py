@@ -164,34 +164,31 @@ def two_rank_run(run: Run) -> Run:
     return replace(run, N=TWO_RANK_N, steps=TWO_RANK_STEPS, val_every=TWO_RANK_VAL_EVERY, guard=None, schedule=None)
 
 
+def _derived(
+    study: Study,
+    name: str,
+    profile: str,
+    results: str | Path,
+    runs: list[Run],
+    figures: dict[str, Any],
+    recipe: dict[str, Any],
+) -> Study:
+    """A study of ``runs`` called ``name`` on the platform ``profile``, with ``study``'s models and tasks."""
+    raw = {**study.raw, "name": name, "profile": profile}
+    return Study(name, Path(results), runs, figures, dict(recipe), raw, models=study.models, tasks=study.tasks)
+
+
 def two_rank_study(study: Study, results: str | Path) -> Study:
     """The rehearsal's two-rank shape: ``two_rank_arms``, N scaled to ``TWO_RANK_N``; no figures (the
     one-process rehearsal draws them all)."""
-    return Study(
-        name=f"{study.name}-rehearsal-2rank",
-        results=Path(results),
-        runs=[two_rank_run(r) for r in two_rank_arms(study)] + [g for g in [two_rank_guard_arm(study)] if g],
-        figures={},
-        recipe=dict(TWO_RANK_RECIPE),
-        raw={**study.raw, "name": f"{study.name}-rehearsal-2rank", "profile": "cpu-2rank"},
-        models=study.models,
-        tasks=study.tasks,
-    )
+    runs = [two_rank_run(r) for r in two_rank_arms(study)] + [g for g in [two_rank_guard_arm(study)] if g]
+    return _derived(study, f"{study.name}-rehearsal-2rank", "cpu-2rank", results, runs, {}, TWO_RANK_RECIPE)
 
 
 def rehearsal_study(study: Study, results: str | Path) -> Study:
     """The study's rehearsal: its chosen runs, shortened, with the same figures and tables."""
     runs = [rehearsal_run(r) for r in choose_runs(study)]
-    return Study(
-        name=f"{study.name}-rehearsal",
-        results=Path(results),
-        runs=runs,
-        figures=study.figures,
-        recipe=dict(REHEARSAL_RECIPE),
-        raw={**study.raw, "name": f"{study.name}-rehearsal", "profile": "cpu"},
-        models=study.models,
-        tasks=study.tasks,
-    )
+    return _derived(study, f"{study.name}-rehearsal", "cpu", results, runs, study.figures, REHEARSAL_RECIPE)
 
 
 __all__ = [

@@ -235,14 +235,12 @@ def request_args(job, settings) -> list[str]:
         "workdir": "",
     }
     argv = shlex.split(get_submit_command(job, params, settings=settings) + set_gres_string(job))[1:]
-    out, i = [], 0
-    while i < len(argv):
-        if argv[i] in _NAMING:
-            i += 2
-            continue
-        if argv[i] not in _NAMING_FLAGS:
-            out.append(argv[i])
-        i += 1
+    out, args = [], iter(argv)
+    for arg in args:
+        if arg in _NAMING:
+            next(args, None)  # its value
+        elif arg not in _NAMING_FLAGS:
+            out.append(arg)
     return out
 
 

@@ -241,16 +241,6 @@ def _check_worker(arr: DictConfig, role: str, world: int) -> None:
             raise ValueError(f"Rollout {rollout.name} with mode {rollout.mode} not found")
 
 
-def _dp_size(config: DictConfig, world: int) -> int:
-    """Data-parallel ranks of the FSDP actor: world size over Ulysses sequence parallelism."""
-    actor = config.actor_rollout_ref.actor
-    sp = max(
-        int(actor.get("ulysses_sequence_parallel_size", 1)),
-        int(actor.fsdp_config.get("ulysses_sequence_parallel_size", 1)),
-    )
-    return world // sp
-
-
 def _check_micro_batches(what: str, prompts: str, config: DictConfig, micro: int | None, world: int) -> None:
     """``prepare_micro_batches`` (verl/workers/engine/utils.py) asserts ``len(data) % micro == 0`` on
     each rank, and ``train_mini_batch`` (engine_workers.py) that a mini-batch splits over the dp ranks.
@@ -261,7 +251,10 @@ def _check_micro_batches(what: str, prompts: str, config: DictConfig, micro: int
         return
     count = int(OmegaConf.select(config, prompts))
     n = int(config.actor_rollout_ref.rollout.n)
-    dp = _dp_size(config, world)
+    # the FSDP actor's data-parallel ranks: the world size over Ulysses sequence parallelism
+    actor = config.actor_rollout_ref.actor
+    sp = int(actor.get("ulysses_sequence_parallel_size", 1))
+    dp = world // max(sp, int(actor.fsdp_config.get("ulysses_sequence_parallel_size", 1)))
     per_rank, rem = divmod(count * n, dp)
     if rem or per_rank % micro:
         raise ValueError(
