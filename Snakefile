@@ -72,7 +72,7 @@ from coolsampler.spec.inputs import InputError
 from coolsampler.spec.study import KEY_WILDCARD_RE, StudyError, study_from_dict
 from coolsampler.spec.yaml_file import load_yaml
 from coolsampler.train.overrides import check_extra_overrides
-from coolsampler.train.paths import SMOKE_STUDY
+from coolsampler.spec.layout import SMOKE_STUDY
 
 # The study: --configfile names one; with none, the smoke study. Validated before any job exists.
 # (--config key=value alone keeps the smoke study and overrides its keys)

@@ -9,6 +9,7 @@ import pytest
 
 from coolsampler.paper.tables import TABLE2_CAPTION, TABLE4_CAPTION, outcome_text
 from coolsampler.results import analysis as A
+from coolsampler.spec.settings import nat_text
 
 
 def _run(points: dict[int, float]) -> dict:
@@ -52,4 +53,4 @@ def test_captions_state_the_analysis_numbers() -> None:
     for N, step in ((A.KL_STEP + 1, A.KL_STEP), (A.KL_STEP, A.KL_STEP_SHORT), (A.KL_STEP_SHORT, A.KL_STEP_SHORT)):
         assert A.kl_step_for(N) == step
     assert A.kl_step_for(32) == 32 and f"step N where N <= {A.KL_STEP_SHORT}" in TABLE4_CAPTION
-    assert not np.isnan(A.KL_LEAD_NAT) and A.nat_text(A.KL_LEAD_NAT) in TABLE4_CAPTION
+    assert not np.isnan(A.KL_LEAD_NAT) and nat_text(A.KL_LEAD_NAT) in TABLE4_CAPTION

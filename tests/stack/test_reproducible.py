@@ -18,8 +18,8 @@ from coolsampler.cli.fingerprint import reference_dir
 from coolsampler.results import fingerprint as fpr
 from coolsampler.results.metrics import parse_jsonl
 from coolsampler.spec import numerics
+from coolsampler.spec.layout import SMOKE_STUDY
 from coolsampler.train.overrides import training_study
-from coolsampler.train.paths import SMOKE_STUDY
 from coolsampler.train.platform import PREFORK_ENV
 from coolsampler.train.version import REPO
 from tests.stack import assert_same_run, records, run_stack, shared_world

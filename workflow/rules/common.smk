@@ -8,7 +8,8 @@ from dataclasses import asdict, dataclass
 
 import pandas as pd
 
-from coolsampler.train.paths import Layout, REHEARSAL_MODEL, run_paths, run_pattern
+from coolsampler.spec.layout import REHEARSAL_MODEL, run_pattern
+from coolsampler.train.paths import Layout, run_paths
 from coolsampler.train.platform import Platform, get_platform
 from coolsampler.train.rehearsal import (
     TWO_RANK_DIR,

@@ -242,6 +242,3 @@ def main(args: argparse.Namespace) -> int:
         )
         print(f"wrote {out / 'claims.md'}")
     return 1 if errors else 0
-
-
-__all__ = ["register", "claims_text", "load_path", "main", "parse_run_key", "relax", "run_of", "study_named"]

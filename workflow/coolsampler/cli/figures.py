@@ -146,6 +146,3 @@ def register(sub: argparse._SubParsersAction) -> None:
     f.add_argument("-n", "--dry-run", action="store_true", help="list what would be drawn")
     f.add_argument("--no-report", action="store_true", help="skip the HTML report")
     f.set_defaults(func=_figures)
-
-
-__all__ = ["register", "figures", "find_study", "recorded_studies", "snakemake_args", "study_files"]

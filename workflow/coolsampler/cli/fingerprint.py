@@ -22,11 +22,12 @@ from coolsampler.cli import DEFAULT_STUDY
 from coolsampler.results import fingerprint as fpr
 from coolsampler.results.loaders import load_metrics
 from coolsampler.spec import numerics, shipped
+from coolsampler.spec.layout import FINGERPRINTS
 from coolsampler.spec.provenance import git_commit
 from coolsampler.spec.study import Study
 from coolsampler.spec.world import study_worlds
 from coolsampler.train.overrides import training_study
-from coolsampler.train.paths import FINGERPRINTS, Layout
+from coolsampler.train.paths import Layout
 from coolsampler.train.version import REPO
 
 

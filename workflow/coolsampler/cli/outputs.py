@@ -92,6 +92,3 @@ def _wanted(out: Output) -> str:
     names = list(out.suffixes)
     listed = names[0] if len(names) == 1 else ", ".join(names[:-1]) + f" or {names[-1]}"
     return f"a {listed} file"
-
-
-__all__ = ["Output", "check_output", "check_outputs"]

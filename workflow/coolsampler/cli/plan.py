@@ -583,20 +583,6 @@ def text(plan: Plan, *, list_runs: bool = False, detail: bool = False) -> str:
     return "\n".join(out) + "\n"
 
 
-__all__ = [
-    "PROFILES",
-    "Plan",
-    "command",
-    "default_parallel",
-    "gpu_resource",
-    "make_plan",
-    "snakemake_options",
-    "summary",
-    "text",
-    "wall_hours",
-]
-
-
 def _plan(args: argparse.Namespace) -> int:
     study = load_study(args.study, overlays=args.overlay or (), check_overrides=check_extra_overrides)
     keys = args.run or ()

@@ -263,22 +263,6 @@ def exit_code(states: list[RunState]) -> int:
     return 0 if all(s.state == "done" for s in states) else 3
 
 
-__all__ = [
-    "STALL_FLOOR_S",
-    "STALL_STEPS",
-    "RunState",
-    "exit_code",
-    "failure_reason",
-    "hmm",
-    "refresh_lines",
-    "run_state",
-    "stall_threshold",
-    "study_states",
-    "table",
-    "watchdog_stall_s",
-]
-
-
 def _status(args: argparse.Namespace) -> int:
     study = training_study(args.study)
     states = study_states(study, args.results)

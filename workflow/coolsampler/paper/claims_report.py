@@ -243,20 +243,3 @@ def write_report(
 def summary_text(results: Sequence[Result]) -> str:
     n = counts(results)
     return f"{len(results)} claims: " + ", ".join(f"{v} {n[v]}" for v in VERDICTS) + "\n"
-
-
-__all__ = [
-    "REPORTED",
-    "budget_table",
-    "counts",
-    "fmt",
-    "fmt_paper",
-    "ours_text",
-    "fmt_tol",
-    "paper_text",
-    "report_markdown",
-    "results_frame",
-    "summary_text",
-    "tolerance_text",
-    "write_report",
-]

@@ -115,6 +115,3 @@ class ReportPlan:
             + f": {len(self.claims.claims)} claims, checked by {len(self.runs)} runs, {len(have)} with metrics now"
         )
         return "\n".join([head] + [f"  no metrics yet: {k}" for k in self.runs if k not in have])
-
-
-__all__ = ["ReportPlan", "run_snakemake"]

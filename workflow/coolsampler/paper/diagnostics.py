@@ -452,17 +452,3 @@ def run_diagnostics(
 # Body of ``workflow/scripts/run_diagnostics.py``: one run's ``diagnostics.png`` from its run directory,
 # called with (metrics, status, run.yaml, out, study) as ``run_figure_from_files`` takes them.
 run_diagnostics_from_files = partial(run_figure_from_files, run_diagnostics, "workflow/scripts/run_diagnostics.py")
-
-
-__all__ = [
-    "COLOURS",
-    "LEAD_NOTE",
-    "lead_text",
-    "leads_markdown",
-    "run_diagnostics",
-    "run_diagnostics_from_files",
-    "run_display",
-    "study_leads_from_files",
-    "summary_display",
-    "write_leads",
-]

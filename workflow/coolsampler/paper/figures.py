@@ -39,19 +39,17 @@ from coolsampler.paper import plotting as P
 from coolsampler.paper import style as S
 from coolsampler.paper.tables import Panels, RunEntry
 from coolsampler.results.analysis import (
-    KL_EARLY_NAT,
     _column,
     first_crossing,
-    kl_above_text,
     kl_growth_curve,
     kl_step_for,
-    nat_text,
     validation,
     value_at,
 )
 from coolsampler.results.guard import frontier_arms, frontier_table, largest_safe_N
 from coolsampler.spec import corrections
 from coolsampler.spec.provenance import Provenance
+from coolsampler.spec.settings import KL_EARLY_NAT, kl_above_text, nat_text
 from coolsampler.spec.targets import TARGETS
 
 Options = Mapping[str, Any]
@@ -657,21 +655,6 @@ def fig8(panels: Panels, options: Options | None, selection: Selection) -> Drawn
                 plot_runs(a_, e, col, lw=0.8)
             _step_axis(a_, e, ylabel=label)
     return fig, TARGETS["fig8"].title, e
-
-
-__all__ = [
-    "fig1",
-    "fig2",
-    "fig3",
-    "fig4",
-    "fig5",
-    "fig6",
-    "fig7",
-    "fig8",
-    "fig2_step_text",
-    "kl_estimator",
-    "plot_runs",
-]
 
 
 # --------------------------------------------------------------------------------------------------

@@ -240,33 +240,3 @@ KL_SOURCE_NOTE = {
     "k1": "KL: verl rollout_corr/kl (k1 on the sampler's samples, token-weighted: mean of log q - log pi)",
     "k3": "KL: verl rollout_corr/k3_kl (k3 on the sampler's samples, token-weighted: mean of r - 1 - log r, r = pi/q)",
 }
-
-
-__all__ = [
-    "DASH",
-    "DEFAULT_LR",
-    "KL_ESTIMATORS",
-    "KL_SOURCE_NOTE",
-    "TASK_LABELS",
-    "arm_label",
-    "availability_notes",
-    "correction_label",
-    "default_lr",
-    "table_correction_label",
-    "lr_text",
-    "model_label",
-    "run_label",
-    "run_name",
-    "seed_text",
-    "selection_lines",
-    "selection_text",
-    "setting_row",
-    "short_key",
-    "task_label",
-    "tb_initial",
-    "tb_kind",
-    "tb_label",
-    "tb_text",
-    "tl_text",
-    "value_text",
-]

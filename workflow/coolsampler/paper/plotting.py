@@ -28,9 +28,9 @@ from matplotlib.lines import Line2D
 
 from coolsampler.paper import style as S
 from coolsampler.paper.labels import DEFAULT_LR, default_lr, tb_initial, tb_kind
-from coolsampler.results.analysis import KL_LEAD_NAT, nat_text
 from coolsampler.spec import corrections
 from coolsampler.spec.provenance import Provenance
+from coolsampler.spec.settings import KL_LEAD_NAT, nat_text
 
 # --------------------------------------------------------------------------------------------------
 # Colours (the text of labels is coolsampler.paper.labels)
@@ -394,32 +394,3 @@ def save(fig: Figure, outputs: Iterable[str | Path], *, provenance: Provenance, 
             fig.savefig(out, format="png", dpi=S.DPI, metadata={"Title": title, "Description": meta["Keywords"]})
         else:
             fig.savefig(out)
-
-
-__all__ = [
-    "COOLED",
-    "fit_left",
-    "SYNTHETIC_GID",
-    "SYNTHETIC_MARK",
-    "FLOOR_LABEL",
-    "ONE_NAT_LABEL",
-    "REFRESH_LABEL",
-    "SEED_MARKERS",
-    "UNCOOLED",
-    "accuracy_axis",
-    "caption_lines",
-    "figure_legend",
-    "kl_axis",
-    "log_limits",
-    "insert_band",
-    "new_figure",
-    "refresh_lines",
-    "run_colour",
-    "save",
-    "seed_handle",
-    "seed_marker",
-    "stamp",
-    "tb_colour",
-    "to_floor",
-    "wrap_titles",
-]

@@ -114,6 +114,3 @@ def run_snakemake_target(smk: Any, kind: str) -> None:
             screen = pd.read_csv(screen, sep="\t")
         render(target, panels, prov, None, outs, options, dict(selection) if selection else None, screen=screen)
         logger.info("wrote %s (%s)", ", ".join(map(str, smk.output)), prov.footer())
-
-
-__all__ = ["load_panels", "render", "run_snakemake_target", "target_function"]

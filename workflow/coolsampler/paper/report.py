@@ -177,18 +177,3 @@ def target_caption(target: str) -> str:
 
         return str(getattr(tables, f"{target.upper()}_CAPTION", ""))
     return t.draws
-
-
-__all__ = [
-    "NO_IMAGE",
-    "commit_text",
-    "image_text",
-    "read_run_yaml",
-    "run_curves",
-    "run_curves_from_files",
-    "run_labels",
-    "selection_texts",
-    "settings_text",
-    "status_text",
-    "target_caption",
-]

@@ -87,21 +87,3 @@ def overlaps(fig: Figure, texts: list[Text] | None = None) -> list[tuple[str, st
             if ba.overlaps(bb):
                 out.append((a.get_text()[:40], b.get_text()[:40]))
     return out
-
-
-__all__ = [
-    "DOCS_WIDTH_PX",
-    "DPI",
-    "MAX_WIDTH_IN",
-    "MIN_TEXT_PX",
-    "MONO",
-    "MONO_CHARS_PER_IN",
-    "SMALL_PT",
-    "TEXT_PT",
-    "TITLE_PT",
-    "SmallText",
-    "overlaps",
-    "text_px",
-    "too_small",
-    "visible_texts",
-]

@@ -51,6 +51,7 @@ from coolsampler.results.guard import run_refreshes
 from coolsampler.spec import corrections
 from coolsampler.spec.metrics_schema import RunStatus
 from coolsampler.spec.provenance import Provenance
+from coolsampler.spec.settings import kl_above_text, nat_text
 
 RunEntry = tuple[dict[str, Any], pd.DataFrame | None, RunStatus | None]
 Panels = Mapping[str, Sequence[RunEntry]]
@@ -371,8 +372,8 @@ def table2_frames(entries: Sequence[RunEntry]) -> tuple[pd.DataFrame, pd.DataFra
                 "Arm": f"{arm_label(s0)}, {what}",
                 "Peak": joined([s["peak"] for s in sums], f2),
                 "Onset": per_run("onset", fstep),
-                A.kl_above_text(A.KL_EARLY_NAT): per_run("kl_cross_01", fstep),
-                A.kl_above_text(A.KL_LEAD_NAT): per_run("kl_cross_1", fstep),
+                kl_above_text(A.KL_EARLY_NAT): per_run("kl_cross_01", fstep),
+                kl_above_text(A.KL_LEAD_NAT): per_run("kl_cross_1", fstep),
                 "Lead": per_run("lead", flead),
                 "Outcome": outcome,
                 "Note": _notes(sums, arm),
@@ -384,10 +385,10 @@ def table2_frames(entries: Sequence[RunEntry]) -> tuple[pd.DataFrame, pd.DataFra
 TABLE2_CAPTION = (
     "Degradation events under the fixed criteria of Section 2, for every run that degrades and the runs "
     "of the same model, task, N, learning rate and correction it is compared with. Onset: first "
-    f"validation point {A.ONSET_TEXT}; {A.kl_above_text(A.KL_EARLY_NAT)} / {A.kl_above_text(A.KL_LEAD_NAT)}: "
+    f"validation point {A.ONSET_TEXT}; {kl_above_text(A.KL_EARLY_NAT)} / {kl_above_text(A.KL_LEAD_NAT)}: "
     "first step with "
     f"learner-sampler KL (verl rollout_corr/kl, k1) above {A.KL_EARLY_NAT:g} / "
-    f"{A.nat_text(A.KL_LEAD_NAT)} per token; lead = onset - {A.kl_above_text(A.KL_LEAD_NAT)} "
+    f"{nat_text(A.KL_LEAD_NAT)} per token; lead = onset - {kl_above_text(A.KL_LEAD_NAT)} "
     "(positive: KL crossed first). Runs with no onset are listed as stable."
 )
 
@@ -550,7 +551,7 @@ def table4_frames(entries: Sequence[RunEntry]) -> tuple[pd.DataFrame, pd.DataFra
                 "Final": f3(row["final"]),
                 "Onset": fstep(row["onset"]),
                 "Severe": fstep(row["severe"]),
-                A.kl_above_text(A.KL_LEAD_NAT): fstep(row["kl_gt_1"]),
+                kl_above_text(A.KL_LEAD_NAT): fstep(row["kl_gt_1"]),
                 "KL max": fkl(row["kl_max"]),
                 "KL at 110/60": fkl(row["kl_fixed"]),
                 "KL to init at 90": fkl(row["kl_to_init_90"]),
@@ -565,7 +566,7 @@ def table4_frames(entries: Sequence[RunEntry]) -> tuple[pd.DataFrame, pd.DataFra
 
 TABLE4_CAPTION = (
     f"Every run. Peak and final validation accuracy, degradation onset ({A.ONSET_TEXT}), severe "
-    f"degradation ({A.SEVERE_TEXT}), first step with learner-sampler KL above {A.nat_text(A.KL_LEAD_NAT)}, "
+    f"degradation ({A.SEVERE_TEXT}), first step with learner-sampler KL above {nat_text(A.KL_LEAD_NAT)}, "
     "and KL maximum (KL: verl rollout_corr/kl, k1). Tb: sampler temperature (* = initial value of a "
     f"controller/schedule); Tl: learner temperature. Added columns: KL at {A.KL_STEP_TEXT}, learner KL to "
     "the initial policy at step 90, last-five and whole-run validation means."
@@ -573,21 +574,3 @@ TABLE4_CAPTION = (
 
 
 table4 = partial(rows_table, frames=table4_frames, title="Table 4", caption=TABLE4_CAPTION)
-
-
-__all__ = [
-    "Panels",
-    "RunEntry",
-    "comparison_key",
-    "rows_table",
-    "degrading_groups",
-    "table1",
-    "table1_frames",
-    "table2",
-    "table2_frames",
-    "table3",
-    "table3_frames",
-    "table4",
-    "table4_frames",
-    "table4_order",
-]

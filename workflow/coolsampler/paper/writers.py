@@ -163,6 +163,3 @@ def write_table(
             out.write_text(to_html(display, title=title, caption=caption, provenance=provenance))
         else:
             raise ValueError(f"{out}: unsupported table format {suffix!r}; allowed: {', '.join(TABLE_SUFFIXES)}")
-
-
-__all__ = ["TABLE_SUFFIXES", "latex_escape", "markdown_page", "to_html", "to_latex", "to_markdown", "write_table"]

@@ -28,7 +28,7 @@ import numpy as np
 import pandas as pd
 
 from coolsampler.spec.metrics_schema import RunStatus
-from coolsampler.spec.settings import KL_EARLY_NAT, KL_LEAD_NAT, kl_above_text, nat_text
+from coolsampler.spec.settings import KL_EARLY_NAT, KL_LEAD_NAT
 
 # Section 2 of the paper; named so the tests and the docs quote the same numbers.
 ONSET_DROP = 0.10  # onset: at or below running max - 0.10
@@ -437,34 +437,3 @@ def summarize_run(
         "complete": bool(has and status is not None and status.complete),
         "note": note,
     }
-
-
-__all__ = [
-    "KL_EARLY_NAT",  # the KL thresholds and their wording (spec.settings), with the analysis that reads them
-    "KL_LEAD_NAT",
-    "kl_above_text",
-    "nat_text",
-    "LENGTH_UNKNOWN",
-    "COLLAPSE_AFTER_STEP",
-    "COLLAPSE_DROP",
-    "COLLAPSE_MIN_POINTS",
-    "DegradationEvents",
-    "collapse_step",
-    "cycle_age",
-    "cycle_of",
-    "cycle_readings",
-    "degradation_events",
-    "first_crossing",
-    "kl_growth",
-    "kl_growth_curve",
-    "kl_at_step",
-    "kl_step_for",
-    "kl_to_init_at",
-    "last_five_mean",
-    "end_mean",
-    "lead",
-    "status_note",
-    "summarize_run",
-    "validation",
-    "whole_run_mean",
-]

@@ -237,30 +237,3 @@ def lead_summary(table: pd.DataFrame, diagnostics: Sequence[Diagnostic] = DIAGNO
             }
         )
     return pd.DataFrame(rows, columns=SUMMARY_COLUMNS)
-
-
-__all__ = [
-    "DIAGNOSTICS",
-    "ESS_FRACTION",
-    "KL_NATS",
-    "LOG_PPL_NATS",
-    "PROBS_DIFF",
-    "RKL_SEQ_NATS",
-    "RKL_TOKEN_NATS",
-    "ROBUST_WINDOW",
-    "WEIGHT_FRACTION",
-    "Diagnostic",
-    "crossing",
-    "degraded",
-    "diagnostic",
-    "diagnostic_lead",
-    "earliest",
-    "lead_summary",
-    "lead_table",
-    "logged_steps",
-    "onset_of",
-    "reading",
-    "rolling_median",
-    "run_leads",
-    "stable",
-]

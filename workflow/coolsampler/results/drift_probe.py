@@ -142,6 +142,3 @@ def drift_markdown(table: pd.DataFrame) -> str:
         " and its parts add up to it. A weight π/q above 2 is capped by TIS.",
     ]
     return "\n".join(lines) + "\n"
-
-
-__all__ = ["BIN_LABELS", "CLASS_LABELS", "drift_markdown", "drift_table", "temperature_means"]

@@ -197,17 +197,3 @@ def read(path: str | Path) -> dict[str, Any]:
     if fp.get("format") != FORMAT:
         raise ValueError(f"{path}: fingerprint format {fp.get('format')!r}, this code reads {FORMAT}")
     return fp
-
-
-__all__ = [
-    "EXACT_COLUMNS",
-    "FORMAT",
-    "Difference",
-    "compare",
-    "compare_runs",
-    "file_sha256",
-    "float_deviation",
-    "read",
-    "run_fingerprint",
-    "write",
-]

@@ -258,23 +258,6 @@ def frontier_arms(table: pd.DataFrame) -> pd.DataFrame:
     return out.sort_values(["correction", "Tb", "_o", "N", "arm"]).drop(columns="_o").reset_index(drop=True)
 
 
-__all__ = [
-    "FRONTIER_COLUMNS",
-    "REPLAY_NOTE",
-    "GuardReplay",
-    "arm_label",
-    "frontier_arms",
-    "frontier_table",
-    "largest_safe_N",
-    "logged_schedule",
-    "refresh_kind",
-    "replay_guard",
-    "replay_text",
-    "run_refreshes",
-    "schedule_line",
-]
-
-
 # --------------------------------------------------------------------------------------------------
 # Calibration: a guard's threshold from the fixed-N frontier, by the rule the guard calibration study
 # writes before its runs (config/guard-calibration.yaml).

@@ -104,6 +104,3 @@ def load_metrics(path: str | Path | None) -> pd.DataFrame | None:
     except Exception as e:  # pyarrow's errors have no common base: a file that is not Parquet, cut short
         raise InputError(p, f"not a Parquet table ({type(e).__name__}: {' '.join(str(e).split())})") from None
     return check_table(df, p)
-
-
-__all__ = ["check_table", "load_metrics", "load_status"]

@@ -529,19 +529,3 @@ def _utf16(path: Path) -> bool:
             return f.read(2) in (b"\xff\xfe", b"\xfe\xff")
     except OSError:
         return False
-
-
-__all__ = [
-    "FORMATS",
-    "FORMATS_LINE",
-    "LOG_FORMATS",
-    "RUN_TABLES",
-    "LogFormat",
-    "TENSORBOARD_EXTRA",
-    "WANDB_EXPORT",
-    "UnreadableLog",
-    "find_logs",
-    "is_console_log",
-    "mlflow_db_runs",
-    "read_records",
-]

@@ -102,6 +102,3 @@ def settings_problem(settings: Mapping[str, Any]) -> tuple[str, str] | None:
         where, _, problem = str(e).removeprefix("settings: runs[0].").partition(": ")
         return where, problem
     return None
-
-
-__all__ = ["RUN_YAML", "load_run_yaml", "settings_problem"]

@@ -38,6 +38,3 @@ def snakemake_log(path: str | Path, what: str) -> Iterator[logging.Logger]:
         finally:
             logger.removeHandler(handler)
             sys.stderr = real_stderr
-
-
-__all__ = ["FORMAT", "LOGGER", "snakemake_log"]

@@ -115,17 +115,3 @@ def screen_markdown(screen: Screen, table: pd.DataFrame) -> str:
         else "No candidate meets every bound: the study stops here, and the worlds are not retuned."
     )
     return "\n".join(lines) + "\n"
-
-
-__all__ = [
-    "DECIMALS",
-    "LABELS",
-    "cell_text",
-    "chosen_world",
-    "read_probes",
-    "screen_markdown",
-    "screen_table",
-    "value_text",
-    "verdict_text",
-    "within",
-]

@@ -86,16 +86,3 @@ def study_drift_probe(raw: Mapping[str, Any], runs: Sequence[Run], origin: str) 
                 f" step {probe.step}"
             )
     return probe
-
-
-__all__ = [
-    "BINS",
-    "BIN_NAMES",
-    "CLASSES",
-    "PROBES",
-    "PROBE_FILE",
-    "DriftProbe",
-    "actor_dir",
-    "saved_steps",
-    "study_drift_probe",
-]

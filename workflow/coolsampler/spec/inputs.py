@@ -43,6 +43,3 @@ class InputError(ValueError):
     def line(self, command: str) -> str:
         """The one line a command prints for it."""
         return f"coolsampler {command}: {self}"
-
-
-__all__ = ["EXIT_INPUT", "InputError", "one_line"]

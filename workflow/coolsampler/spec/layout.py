@@ -170,22 +170,3 @@ class Layout:
         if t.train_file is not None and t.val_file is not None and not self.rehearsal:
             return {"train": t.train_file, "val": t.val_file}
         return {"train": self.task_data(t.name, t.train), "val": self.task_data(t.name, t.val)}
-
-
-__all__ = [
-    "FINGERPRINTS",
-    "KEY_PARTS",
-    "KEY_WILDCARD",
-    "Layout",
-    "REHEARSAL_DIR",
-    "REHEARSAL_MODEL",
-    "ROOT_WILDCARD",
-    "RUNS",
-    "RUN_FILES",
-    "RUN_GLOB",
-    "SHARED",
-    "SMOKE_STUDY",
-    "key_of",
-    "key_of_file",
-    "run_pattern",
-]

@@ -256,20 +256,3 @@ def run_record(
     record["overrides"] = list(overrides)
     record["env"] = dict(env)
     return record
-
-
-__all__ = [
-    "CODE_DIR",
-    "PACKAGES",
-    "RECIPE_OVERRIDES",
-    "UNKNOWN",
-    "Provenance",
-    "as_provenance",
-    "effective_recipe",
-    "git_commit",
-    "git_dirty",
-    "package_versions",
-    "parse_overrides",
-    "run_record",
-    "source_record",
-]

@@ -156,6 +156,3 @@ def study_tasks(raw: Mapping[str, Any], origin: str) -> dict[str, Task]:
         _check_world_name(world.name, out, f"{origin}: worlds.{world.name}", "task")
         out[world.name] = out[world.ident] = world.as_task()
     return out
-
-
-__all__ = ["BUILTIN_REWARDS", "check_reward", "reward_target", "study_models", "study_tasks"]

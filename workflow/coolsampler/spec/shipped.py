@@ -84,17 +84,3 @@ def find_overlay(value: str | Path) -> Path:
         f"no such overlay: {value} (here or among the shipped ones; shipped overlays:"
         f" {', '.join(shipped_overlays())}, in config/hardware/)"
     )
-
-
-__all__ = [
-    "CONFIG",
-    "HARDWARE",
-    "PROFILES",
-    "ROOT",
-    "ShippedFileError",
-    "find_config",
-    "find_overlay",
-    "is_name",
-    "shipped_overlays",
-    "shipped_studies",
-]

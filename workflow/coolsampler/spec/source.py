@@ -28,6 +28,3 @@ def code_content(path: str | Path) -> bytes:
     if path.suffix != ".py":
         return path.read_bytes()
     return ast.dump(_strip_docstrings(ast.parse(path.read_text(), str(path)))).encode()
-
-
-__all__ = ["code_content"]

@@ -568,17 +568,3 @@ def study_from_dict(
     )
     check_figures(study, origin)
     return study
-
-
-__all__ = [
-    "CORRECTIONS",
-    "REPLICATES",
-    "Run",
-    "Study",
-    "StudyError",
-    "Temperature",
-    "load_study",
-    "key_settings",
-    "parse_key",
-    "study_from_dict",
-]

@@ -251,16 +251,3 @@ def check_panels(target: str, names: Iterable[str]) -> None:
             f"{target}: unknown panel{'s' if len(unknown) > 1 else ''} {', '.join(map(repr, unknown))};"
             f" allowed: {', '.join(TARGETS[target].panels)}"
         )
-
-
-__all__ = [
-    "OPTIONS_KEY",
-    "TARGETS",
-    "OptionError",
-    "PanelError",
-    "PanelSpec",
-    "Target",
-    "check_panels",
-    "panel_filters",
-    "target_options",
-]

@@ -318,21 +318,3 @@ def check_val_samples(worlds: Mapping[str, World], recipe: Mapping[str, Any], or
                 f"{origin}: recipe.val_samples: {cap} cuts world {world.name}'s validation set of {world.val_rows}"
                 f" rows ({world.val_prompts} greedy + {world.sampled_val} sampled); set it to at least {world.val_rows}"
             )
-
-
-__all__ = [
-    "GENERATOR",
-    "KEYED_NAMES",
-    "PROPERTIES",
-    "Screen",
-    "TAIL_RANK",
-    "study_screen",
-    "check_val_samples",
-    "ErrorLink",
-    "Shape",
-    "WarmStart",
-    "World",
-    "generator_code",
-    "study_worlds",
-    "world_from_dict",
-]

@@ -177,6 +177,3 @@ def load_yaml(path: str | Path, *, mapping: bool = False, what: str = "YAML file
             kind = "a list" if isinstance(data, list) else f"the {type(data).__name__} {str(data)[:40]!r}"
             raise InputError(p, f"a {what} is a mapping of keys (key: value), not {kind}", where=1)
     return data
-
-
-__all__ = ["ALLOWED_TAGS", "MAX_BYTES", "MAX_DEPTH", "MAX_NODES", "check_graph", "load_yaml", "parse_yaml"]

@@ -91,6 +91,3 @@ def write_log(path: str | Path, steps: int = 60, test_freq: int = 10, **kw: Any)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("".join(json.dumps(r) + "\n" for r in records(steps, test_freq, **kw)))
     return path
-
-
-__all__ = ["DATA_SOURCE", "STEP_KEYS", "VAL_KEYS", "records", "write_log"]

@@ -140,6 +140,3 @@ def check_sampler_state(
         temp = (temperatures or {}).get(t, recs[t]["temperature"])
         out.append(StepState(t, v, temp, n, mean, mx, o[0] if o else None, o[2] if o else None, drift))
     return out
-
-
-__all__ = ["StepState", "check_sampler_state", "versions"]

@@ -303,6 +303,3 @@ def write_study_results(study: Any, *, seed: int = 0, k1_noise: float = 0.0007) 
         (d / "run.yaml").write_text(yaml.safe_dump(meta, sort_keys=False))
         keys.append(run.key)
     return keys
-
-
-__all__ = ["diagnostic_columns", "make_metrics", "write_study_results"]

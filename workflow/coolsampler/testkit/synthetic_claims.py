@@ -634,6 +634,3 @@ def _happens(claims: C.Claims, claim: Mapping[str, Any], runs: Sequence[Run], pa
     if isinstance(paper, Mapping):
         return {"each": [_happens(claims, claim, runs, p) for p in paper["each"]]}
     return paper
-
-
-__all__ = ["OWN", "SHAPERS", "Unconstructible", "default", "point", "shape", "shifted", "targets", "world"]

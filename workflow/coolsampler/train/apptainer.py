@@ -337,15 +337,3 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
-
-__all__ = [
-    "DOCKERFILE",
-    "FIXES",
-    "RECIPE",
-    "RecipeError",
-    "build_command",
-    "derive_recipe",
-    "exec_prefix",
-    "main",
-    "stale",
-]

@@ -126,14 +126,3 @@ def clear(point: ResumePoint) -> list[str]:
         was = "unreadable" if tracker.garbled else f"at step {tracker.step}"
         lines.append(f"verl's tracker {TRACKER} set back to step {point.step} (it was {was})")
     return lines
-
-
-__all__ = [
-    "TRACKER",
-    "Found",
-    "ResumePoint",
-    "clear",
-    "find_checkpoints",
-    "incomplete",
-    "resume_point",
-]

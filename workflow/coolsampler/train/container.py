@@ -306,24 +306,3 @@ def image_sources(repo: str | Path, engine: str | None = None, roots: Iterable[s
     package_dir = repo / "workflow" / PACKAGE
     files += [str(p.relative_to(repo)) for p in image_module_files(roots, package_dir).values()]
     return sorted(dict.fromkeys(files))
-
-
-__all__ = [
-    "IMAGE_ATTENTION",
-    "IMAGE_FILES",
-    "ContainerError",
-    "ContainerSpec",
-    "PASS_ENV",
-    "external_imports",
-    "image_module_files",
-    "image_modules",
-    "image_root_modules",
-    "image_sources",
-    "imported_modules",
-    "container_name",
-    "docker_gpus",
-    "read_digest",
-    "remove_container",
-    "training_prefix",
-    "verl_version_in",
-]

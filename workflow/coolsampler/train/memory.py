@@ -742,6 +742,3 @@ def paper_settings() -> list[Setting]:
     from coolsampler.train.version import REPO
 
     return study_settings(load_study(REPO / "config" / "paper.yaml"))
-
-
-__all__ = ["ARCH", "Fit", "Fix", "Setting", "fit", "fixes", "gpu_budget", "host_budget", "setting_of"]

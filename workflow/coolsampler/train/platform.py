@@ -287,6 +287,3 @@ def get_platform(name: str) -> Platform:
         return PLATFORMS[name]
     except KeyError:
         raise ValueError(f"platform {name!r}: allowed {', '.join(PLATFORMS)}") from None
-
-
-__all__ = ["BASE_ENV", "CPU_SUBSTITUTIONS", "CPU_TWO_RANK", "PLATFORMS", "Platform", "WORKER_MODULES", "get_platform"]

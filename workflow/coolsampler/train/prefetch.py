@@ -55,6 +55,3 @@ def prefetch_model(
     }
     (dest / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
     return manifest
-
-
-__all__ = ["ALLOW_PATTERNS", "MANIFEST", "prefetch_model"]

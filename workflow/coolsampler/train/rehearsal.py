@@ -191,23 +191,6 @@ def rehearsal_study(study: Study, results: str | Path) -> Study:
     return _derived(study, f"{study.name}-rehearsal", "cpu", results, runs, study.figures, REHEARSAL_RECIPE)
 
 
-__all__ = [
-    "REHEARSAL_RECIPE",
-    "REHEARSAL_STEPS",
-    "TWO_RANK_GUARD",
-    "TWO_RANK_GUARD_N",
-    "TWO_RANK_N",
-    "TWO_RANK_STEPS",
-    "arm",
-    "choose_runs",
-    "code_path_label",
-    "rehearsal_study",
-    "two_rank_arms",
-    "two_rank_guard_arm",
-    "two_rank_study",
-]
-
-
 def summarize(arms: list[dict[str, str]], targets: list[str], out: str | Path) -> list[str]:
     """Write the rehearsal's summary (markdown) and return one line per arm that is not whole.
 

@@ -199,20 +199,3 @@ def write_digests(path: str | Path, digests: Mapping[str, str], log: str | Path)
     """Rule ``image_inputs``: the content-addressed record of what the image is built from."""
     Path(path).write_text(json.dumps(dict(digests), indent=1, sort_keys=True) + "\n")
     Path(log).write_text(f"{len(digests)} entries -> {path}\n")
-
-
-__all__ = [
-    "KEY_FIELD",
-    "KEY_RE",
-    "KeyRecord",
-    "code_files",
-    "digest_of",
-    "file_digests",
-    "recorded_key",
-    "set_aside",
-    "supersede_job",
-    "write_digests",
-    "key_inputs",
-    "key_markers",
-    "training_key",
-]

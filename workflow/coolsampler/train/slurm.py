@@ -304,17 +304,3 @@ def watch_pending(workflow, say: Callable[[str], None]) -> Watch | None:
         if job.rule.name == "train"
     }
     return Watch(Path.cwd(), say, runs=runs).start()
-
-
-__all__ = [
-    "INTERVAL_S",
-    "NEVER_REASONS",
-    "SlurmSetupError",
-    "Stuck",
-    "Watch",
-    "check_requests",
-    "largest_node",
-    "never_placed",
-    "stuck_jobs",
-    "watch_pending",
-]

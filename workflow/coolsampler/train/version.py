@@ -63,6 +63,3 @@ def version_text() -> str:
     else:
         lines.append(f"installed verl: {have}")
     return "\n".join(lines)
-
-
-__all__ = ["installed_verl", "package_version", "patched_verl", "version_text"]
