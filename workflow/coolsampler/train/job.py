@@ -94,11 +94,12 @@ def train(
     training_key: Mapping[str, Any] | None = None,
 ) -> None:
     # the platform's environment: worker modules (the μ-GRPO loss) on every platform, CPU settings on cpu
-    env = get_platform(platform).env()
+    plat = get_platform(platform)
+    env, needs_bf16 = plat.env(), plat.needs_bf16
     if getattr(run.model_info, "revision", None):  # prefetched on the submitting host: never reach the Hub
         env = {**env, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
     # inside the image when the study says so; the prefix runs the recorded image digest
-    prefix, name, probe = None, None, None
+    prefix, name, probe, image = None, None, None, None
     if container is not None and container.enabled:
         if not image_digest:
             raise TrainingFailed(f"container.engine is {container.engine} but no image digest was given")
@@ -111,8 +112,9 @@ def train(
         )
         prefix = training_prefix(container, image_digest, name=name, **kw)
         probe = training_prefix(container, image_digest, **kw)
+        image = {**container.as_dict(), "digest": image_digest}  # recorded in run.yaml
     verl_version = check_installed_verl(wheel, probe)
-    if get_platform(platform).needs_bf16:
+    if needs_bf16:
         check_gpus(probe)
     overrides = verl_overrides(run, paths, platform=platform, study_recipe=recipe, experiment=f"coolsampler-{study}")
     settings_out.parent.mkdir(parents=True, exist_ok=True)
@@ -128,7 +130,7 @@ def train(
             overrides=overrides,
             platform=platform,
             verl=verl_version,
-            image=None if prefix is None else {**container.as_dict(), "digest": image_digest},
+            image=image,
             env=env,
             training_key=training_key,
         ),
