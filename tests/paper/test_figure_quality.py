@@ -292,3 +292,36 @@ def test_a_panel_of_two_N_draws_each_in_its_own_shade_and_names_N() -> None:
     plot_runs(ax, entries([96]), "val_acc")
     (line,) = ax.get_lines()
     assert "N=" not in line.get_label() and line.get_color() == "#ff7f0e"
+
+
+def test_figure1_names_a_run_alike_in_every_panel_of_its_one_legend(monkeypatch) -> None:
+    """Figure 1 of round 5: panels (a) and (b) hold N=4 and N=96, panel (c) the N=96 runs alone. The
+    figure has one legend, so (c)'s runs take the label and shade they have in (a): one legend entry a
+    run, not a second, bare 'Tb=1' beside 'Tb=1, N=96'."""
+    from matplotlib.colors import to_rgb
+
+    from coolsampler.paper.figures import fig1
+    from coolsampler.spec.provenance import Provenance
+    from coolsampler.testkit.synthetic import make_metrics
+
+    def entry(n):
+        return (
+            {"N": n, "Tb": 1.0, "Tl": 1.0, "correction": "tis", "lr": 2e-4, "seed": 5},
+            make_metrics(n, 96, 8, 1.0, None),
+            None,
+        )
+
+    drawn = {}
+
+    def keep(fig, outputs, provenance, title):  # the drawn figure, before it is written
+        drawn["fig"] = fig
+
+    monkeypatch.setattr("coolsampler.paper.plotting.save", keep)
+    fig1({"a": [entry(4), entry(96)], "b": [entry(4), entry(96)], "c": [entry(96)]}, Provenance("t"), [])
+    (leg,) = drawn["fig"].legends
+    labels = [t.get_text() for t in leg.get_texts()]
+    assert "Tb=1, N=96" in labels and "Tb=1" not in labels, labels
+    a, _, c = drawn["fig"].axes[:3]
+    colour = {ln.get_label(): to_rgb(ln.get_color()) for ln in a.get_lines() if ln.get_label().startswith("Tb=")}
+    assert {ln.get_label() for ln in c.get_lines() if ln.get_label().startswith("Tb=")} == {"Tb=1, N=96"}
+    assert all(to_rgb(ln.get_color()) == colour["Tb=1, N=96"] for ln in c.get_lines() if ln.get_label() == "Tb=1, N=96")

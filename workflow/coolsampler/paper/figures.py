@@ -152,6 +152,7 @@ def plot_runs(
     correction: bool = False,
     lw: float = 1.2,
     floor: float | None = None,
+    shown_N: Sequence[int] | None = None,
 ) -> int:
     """Draw ``column`` against step for every run that has metrics (validation: points joined).
 
@@ -159,13 +160,15 @@ def plot_runs(
     (``plotting.seed_marker``: on every validation point, on every few steps of a per-step column).
     The legend label names the arm, not the seed (the figure legend lists the seed markers once).
     ``floor``: a log axis's lower limit; values below it, and values <= 0, are drawn on it and
-    marked with a hollow triangle. Returns the number of values so marked.
+    marked with a hollow triangle. Returns the number of values so marked. ``shown_N``: the refresh
+    intervals told apart by shade and legend (default: this panel's runs'); a figure whose panels share
+    one legend passes all of its runs', so a run reads the same in every panel.
     """
     marked = 0
     shared_lr = _common(entries, "lr")  # one lr for the whole panel: the title names it (panel_title)
     # a panel whose runs differ in N (a fresh control beside a stale sampler): each N its own shade of the
     # arm's colour, darkest for the smallest, and N in the legend, or the two arms would read as one
-    Ns = sorted({int(e[0]["N"]) for e in entries if e[0].get("N") is not None})
+    Ns = sorted(shown_N if shown_N is not None else {int(e[0]["N"]) for e in entries if e[0].get("N") is not None})
     shade_of = {n: 0.55 + 0.45 * i / (len(Ns) - 1) for i, n in enumerate(Ns)} if len(Ns) > 1 else {}
     for settings, metrics, _ in entries:
         if not _logged(metrics, column):
@@ -255,7 +258,7 @@ def _kl_panel(ax: Axes, entries: Sequence[RunEntry], title: str, options: Option
     P.kl_axis(ax, label=label, limits=ax.get_ylim())
 
 
-def _growth_panel(ax: Axes, entries: Sequence[RunEntry], title: str) -> None:
+def _growth_panel(ax: Axes, entries: Sequence[RunEntry], title: str, **kw: Any) -> None:
     """Each run's KL growth (``analysis.kl_growth_curve``): verl's k1 KL minus its own value at step 1, the
     tempering offset, so that what is drawn is the drift staleness added. A linear axis: a cooled run's
     growth can fall below zero."""
@@ -265,7 +268,7 @@ def _growth_panel(ax: Axes, entries: Sequence[RunEntry], title: str) -> None:
             g = kl_growth_curve(_column(metrics, "kl"))
             metrics = pd.DataFrame({"step": g.index.to_numpy(), "kl_growth": g.to_numpy()})
         grown.append((settings, metrics, status))
-    plot_runs(ax, grown, "kl_growth", lw=0.8)
+    plot_runs(ax, grown, "kl_growth", lw=0.8, **kw)
     _step_axis(ax, entries, title, refresh=grown)
     ax.axhline(0.0, color="black", lw=0.6, zorder=1)
     ax.set_ylabel("KL growth: KL(t) - KL(step 1) (nats/token)", fontsize=S.TEXT_PT)
@@ -336,11 +339,12 @@ def fig1(
     grid = {"nrows": 2, "gridspec_kw": {"height_ratios": [3.6, table_in]}} if rows else {}
     fig, ax = _new_figure(5.0 * len(names), 3.6 + table_in, both, caption, ncols=len(names), **grid)
     titles = titles or {}
-    _acc_panel(ax[0, 0], a, titles.get("a") or panel_title("a", a))
-    _kl_panel(ax[0, 1], b, titles.get("b") or panel_title("b", b), options)
+    shown = {"shown_N": {int(e[0]["N"]) for e in both if e[0].get("N") is not None}}  # one legend: one label a run
+    _acc_panel(ax[0, 0], a, titles.get("a") or panel_title("a", a), **shown)
+    _kl_panel(ax[0, 1], b, titles.get("b") or panel_title("b", b), options, **shown)
     if "c" in panels:
         c = panels["c"]
-        _growth_panel(ax[0, 2], c, titles.get("c") or panel_title("c", c, "KL growth"))
+        _growth_panel(ax[0, 2], c, titles.get("c") or panel_title("c", c, "KL growth"), **shown)
     if rows:
         spec = ax[1, 0].get_subplotspec().get_gridspec()
         for extra in ax[1, :]:
