@@ -57,3 +57,37 @@ def test_process_labels_follow_ray_titles():
     assert bench.process_label(P(["ray::WorkerDict.__init__ extra"])) == "ray::WorkerDict.__init__"
     assert bench.process_label(P(["python", "-m", "verl.trainer.main_ppo", "x=1"])) == "verl.trainer.main_ppo"
     assert bench.process_label(P(["python", "/x/log_monitor.py", "--a"])) == "log_monitor.py"
+
+
+def test_at_once_trains_k_copies_together_and_reports_each_ks_time_per_run(tmp_path, monkeypatch):
+    """``--at-once``: for each K, K copies start together (each its own directory, rule train's overrides),
+    and the report is the wall time per run against the first K's (verl itself: the benchmark's real run)."""
+    import json
+    import threading
+    import time
+    from types import SimpleNamespace
+
+    running, peak, seen = [0], [0], []
+    lock = threading.Lock()
+
+    def fake_run_verl(overrides, *, jsonl, log, total_steps, **kw):
+        with lock:
+            running[0] += 1
+            peak[0] = max(peak[0], running[0])
+            seen.append(next(o for o in overrides if o.startswith("trainer.default_local_dir=")))
+        time.sleep(0.2)
+        steps = total_steps if "at-once-3/2" not in str(jsonl) else 1  # one of the three stops early
+        jsonl.write_text(
+            "".join(json.dumps({"step": t, "data": {"training/global_step": t}}) + "\n" for t in range(1, steps + 1))
+        )
+        with lock:
+            running[0] -= 1
+
+    monkeypatch.setattr(bench.launch, "run_verl", fake_run_verl)
+    args = SimpleNamespace(steps=4, timeout=60)
+    world = (tmp_path / "m", tmp_path / "t", tmp_path / "v")
+    bench.at_once(args, "toy-qwen2/arith/N4_lr1e-4_tis_Tb1_Tl1_s1_st4", {}, world, tmp_path, [1, 3])
+    rows = json.loads((tmp_path / "at_once.json").read_text())
+    assert [(r["at_once"], r["complete"]) for r in rows] == [(1, 1), (3, 2)]
+    assert peak[0] == 3 and len(set(seen)) == 4  # the three ran together; every run its own directory
+    assert rows[0]["per_run_vs_first"] == 1.0 and rows[1]["per_run_s"] == round(rows[1]["wall_s"] / 3, 1)

