@@ -91,3 +91,13 @@ def test_at_once_trains_k_copies_together_and_reports_each_ks_time_per_run(tmp_p
     assert [(r["at_once"], r["complete"]) for r in rows] == [(1, 1), (3, 2)]
     assert peak[0] == 3 and len(set(seen)) == 4  # the three ran together; every run its own directory
     assert rows[0]["per_run_vs_first"] == 1.0 and rows[1]["per_run_s"] == round(rows[1]["wall_s"] / 3, 1)
+
+
+def test_at_once_takes_positive_counts_only():
+    """A bad ``--at-once`` is argparse's one-line error, before any world is built."""
+    import pytest
+
+    assert bench.counts("1,2,3") == [1, 2, 3]
+    for bad in ("0", "2,x", "", "-1"):
+        with pytest.raises(ValueError):
+            bench.counts(bad)

@@ -237,6 +237,14 @@ def unpinned_numerics(overrides: list[str], env: dict[str, str]) -> tuple[list[s
     return overrides, {**env, "OMP_NUM_THREADS": "1"}
 
 
+def counts(text: str) -> list[int]:
+    """``--at-once``'s value: positive whole numbers, comma-separated (argparse names a bad one)."""
+    ks = [int(k) for k in text.split(",")]  # a ValueError: argparse's one-line "invalid counts value"
+    if not ks or min(ks) < 1:
+        raise ValueError(text)
+    return ks
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--steps", type=int, default=16, help="training steps (the smoke runs have 64)")
@@ -256,7 +264,7 @@ def main() -> None:
         action="store_true",
         help="also run it without the pinned numerics (coolsampler.spec.numerics); print the ratios",
     )
-    ap.add_argument("--at-once", type=str, default=None, metavar="K,K", help="K runs at once for each K")
+    ap.add_argument("--at-once", type=counts, default=None, metavar="K,K", help="K runs at once for each K")
     args = ap.parse_args()
     pin()  # the warm start below computes in this process, on the pinned path as rule toy_model does
 
@@ -270,7 +278,7 @@ def main() -> None:
     if args.compare:
         variants.update({"no-prefork": without_prefork, "before": before_speed_work})
     if args.at_once:
-        return at_once(args, key, recipe, (model, train, val), out, [int(k) for k in args.at_once.split(",")])
+        return at_once(args, key, recipe, (model, train, val), out, args.at_once)
     if args.numerics:
         variants["unpinned"] = unpinned_numerics
     reports = {}
