@@ -141,15 +141,17 @@ def test_the_cliff_studies_plan_their_runs_and_rounds_1_2_share_one_world(tmp_pa
     world (data and warm-started model) serves both, and each plans exactly its own runs, its claims and
     Figure 1. Rounds 3 and 4 (config/cliff-round3.yaml, config/cliff.yaml) plan their world screen first, a
     probe of every candidate and of the reference world: their runs train only in the world the screen
-    chooses. Round 4's stage L (config/cliff-long.yaml) and round 5 (config/cliff-round5.yaml, no screen of its
-    own) plan their runs in round 4's world, round 5 with a drift probe of each never-refreshed run."""
+    chooses. Round 4's stage L (config/cliff-long.yaml), round 5 and round 6 (config/cliff-round5.yaml,
+    config/cliff-round6.yaml, no screen of their own) plan their runs in round 4's world, round 5 with a drift
+    probe of each never-refreshed run, round 6 with none (its probe reads a collapse's onset after the fact)."""
     from coolsampler.spec.study import load_study
     from coolsampler.spec.world import study_screen
     from tests.stack import copy_repo
 
     work = copy_repo(tmp_path / "repo")
     idents = set()
-    for name in ("cliff", "cliff-round3", "cliff-long", "cliff-round5", "cliff-round2", "cliff-calibration"):
+    rounds = ("cliff", "cliff-round3", "cliff-long", "cliff-round5", "cliff-round6", "cliff-round2")
+    for name in (*rounds, "cliff-calibration"):
         study = load_study(REPO / "config" / f"{name}.yaml")
         res = snakemake("-n", f"--configfile=config/{name}.yaml", "--cores", "2", cwd=work)
         assert res.returncode == 0, res.stderr[-2000:]
@@ -160,10 +162,12 @@ def test_the_cliff_studies_plan_their_runs_and_rounds_1_2_share_one_world(tmp_pa
             assert f"results/{name}/claims.md" in res.stdout, name
             assert any(f"results/{name}/fig1.pdf" in o for o in jobs(res.stdout, "figure")), name
             assert len(jobs(res.stdout, "world_model")) == 1, name
-            if name not in ("cliff-long", "cliff-round5"):  # rounds 1-2's world; these train in round 4's
+            if name not in ("cliff-long", "cliff-round5", "cliff-round6"):  # rounds 1-2's world; these: round 4's
                 idents |= {r.model for r in study.runs}
             if name == "cliff-round5":  # B2 reads the probe of each never-refreshed run
                 assert len(jobs(res.stdout, "drift_probe")) == sum(r.N == 96 for r in study.runs) == 3
+            if name == "cliff-round6":
+                assert not jobs(res.stdout, "drift_probe") and len(planned) == 10
         else:  # the screen first: what trains is decided once it has run (a checkpoint)
             assert not planned and "checkpoint" in res.stdout
             assert len(jobs(res.stdout, "world_probe")) == len(screen.probed) == 5

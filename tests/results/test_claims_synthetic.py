@@ -173,6 +173,11 @@ def test_shapes_keep_the_metrics_schema() -> None:
             C.load_claims(REPO / "config" / "cliff-round5-claims.yaml"),
             load_study(REPO / "config" / "cliff-round5.yaml").runs,
         ),
+        # round 6's values at the onset
+        (
+            C.load_claims(REPO / "config" / "cliff-round6-claims.yaml"),
+            load_study(REPO / "config" / "cliff-round6.yaml").runs,
+        ),
     ]
     for fn in S.SHAPERS:
         claims, runs = next((cl, r) for cl, r in files if any(c["quantity"]["fn"] == fn for c in cl.claims))

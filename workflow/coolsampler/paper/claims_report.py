@@ -53,11 +53,22 @@ def ours_text(r: Result) -> str:
     """A result's value as the report prints it; a count claim's with the bound each value is counted
     against and what it counted ("0 of 4 ≥ 2: 0.967 / 0.997 / ..."): the paper column holds the count's
     bound only."""
+    if r.rates is not None:
+        return rates_text(r)
     bound = count_bound(r.claim["quantity"])
     if r.counted is None or bound is None:
         return fmt(r.value)
     _, at, sign = bound
     return f"{fmt(r.value)} of {len(r.counted)} {sign} {at:g}: {fmt(r.counted)}"
+
+
+def rates_text(r: Result) -> str:
+    """A realizations claim: each arm's events out of its realizations with the exact 95% interval of the
+    rate ("2 of 4 (0.07–0.93)"), then, against a versus arm, the difference the verdict reads."""
+    arms = [f"{k} of {n} ({lo:.2f}–{hi:.2f})" for k, n, lo, hi in r.rates or []]
+    if len(arms) == 1:
+        return arms[0]
+    return f"{arms[0]} vs {arms[1]}: {fmt(r.value)}"
 
 
 def paper_text(c: Mapping[str, Any]) -> str:

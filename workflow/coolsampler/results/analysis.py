@@ -268,6 +268,39 @@ def lead(onset: int | None, kl_cross: int | None) -> int | None:
     return int(onset) - int(kl_cross)
 
 
+def binomial_interval(k: int, n: int, level: float = 0.95) -> tuple[float, float]:
+    """The exact (Clopper-Pearson) two-sided interval of a rate seen as ``k`` events in ``n`` trials.
+
+    At a learning rate where a stale learner sits at a bifurcation, whether one realization collapses is
+    a coin that noise throws: a handful of runs measures its probability, and only an interval says how
+    little a handful pins down (1 of 5 is anything from 0.005 to 0.72). Exact, not a normal
+    approximation, because n is small; found by bisection on the binomial tail, so no scipy is needed.
+    """
+    if not 0 <= k <= n or n < 1:
+        raise ValueError(f"binomial_interval: need 0 <= k <= n and n >= 1, got k={k}, n={n}")
+    alpha = (1.0 - level) / 2.0
+
+    def tail_at_least(p: float) -> float:  # P(X >= k) under Binomial(n, p)
+        return sum(math.comb(n, i) * p**i * (1 - p) ** (n - i) for i in range(k, n + 1))
+
+    def tail_at_most(p: float) -> float:  # P(X <= k)
+        return sum(math.comb(n, i) * p**i * (1 - p) ** (n - i) for i in range(0, k + 1))
+
+    def solve(f: Any, want: float, rising: bool) -> float:
+        lo, hi = 0.0, 1.0
+        for _ in range(80):
+            mid = (lo + hi) / 2
+            if (f(mid) < want) == rising:
+                lo = mid
+            else:
+                hi = mid
+        return (lo + hi) / 2
+
+    lower = 0.0 if k == 0 else solve(tail_at_least, alpha, rising=True)
+    upper = 1.0 if k == n else solve(tail_at_most, alpha, rising=False)
+    return lower, upper
+
+
 # --------------------------------------------------------------------------------------------------
 # KL and cycle readings
 

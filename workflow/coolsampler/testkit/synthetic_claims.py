@@ -335,6 +335,16 @@ def s_col_gap_at(df: pd.DataFrame, run: Run, v: float, col: str, minus: str, ste
     _set_col(df, col, LEVEL / 2 + v, _at(df, step))
 
 
+def s_at_onset(df: pd.DataFrame, run: Run, v: float, col: str) -> None:
+    """An onset at the event's validation step, and ``col`` equal to ``v`` there (NaN: no onset)."""
+    if isinstance(v, float) and math.isnan(v):
+        _flat_with_drop(df, run, None)
+        return
+    at = _round_val(EVENT_STEP, run)
+    _flat_with_drop(df, run, at)
+    _set_col(df, col, v, _at(df, at))
+
+
 def _s_col(df: pd.DataFrame, run: Run, v: float, col: str, **_: Any) -> None:
     _set_col(df, col, v)
 
@@ -395,6 +405,7 @@ SHAPERS: dict[str, Callable[..., Any]] = {
     "staleness_at_onset": s_staleness_at_onset,
     "rise_lead": s_rise_lead,
     "col_gap_at": s_col_gap_at,
+    "at_onset": s_at_onset,
     "col_mean": _s_col,
     "col_max": _s_col,
     "col_min": _s_col,

@@ -100,7 +100,7 @@ def check_claims(doc: Any, origin: str = "claims") -> None:
             except ValueError as e:
                 raise ClaimError(f"{origin}: claim {cid}: quantity.args.diagnostic: {e}") from None
         needs_versus = q["reduce"] in ("difference", "ratio", "brackets", "paired")
-        if needs_versus != ("versus" in q):
+        if needs_versus != ("versus" in q) and q["reduce"] != "realizations":  # there versus is optional
             what = "needs" if needs_versus else "takes no"
             raise ClaimError(f"{origin}: claim {cid}: quantity.versus: reduce {q['reduce']} {what} versus")
         wants_also = q["reduce"] == "paired" and q["fn"] in NEEDS_ALSO

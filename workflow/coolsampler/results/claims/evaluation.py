@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from coolsampler.results.claims.claims_file import ClaimError, Claims, select
-from coolsampler.results.claims.judge import agrees, count_bound, frontier_N, reduce_values
+from coolsampler.results.claims.judge import agrees, count_bound, frontier_N, realization_rate, reduce_values
 from coolsampler.results.claims.measures import PAIRED, QUANTITIES, RunData, _order, unlogged
 from coolsampler.spec.metrics_schema import missing_text
 from coolsampler.spec.study import Run
@@ -34,6 +34,9 @@ class Result:
     # a count claim ("in at least 3 of 4 seeds"): the values it counted, one per run or seed pair, so that
     # a reader sees how far each is from the bound and not only how many meet it
     counted: list[Any] | None = None
+    # a realizations claim: per arm (its runs, then versus), (k, n, lower, upper): the events, the
+    # realizations measured and the exact binomial interval of the event's probability
+    rates: list[tuple[int, int, float, float]] | None = None
 
 
 def plan(claims: Claims, runs: Sequence[Run]) -> dict[str, list[str]]:
@@ -97,6 +100,8 @@ def evaluate_claim(claims: Claims, c: Mapping[str, Any], data: Mapping[str, RunD
             versus = measured(theirs)
             values = measured(mine)
         res.value = reduce_values(q, values, versus)
+        if q["reduce"] == "realizations":
+            res.rates = [realization_rate([v for _, v in arm]) for arm in (values, versus) if arm]
         bound = count_bound(q)
         if bound is not None:
             each = reduce_values({k: v for k, v in q.items() if k != bound[0]}, values, versus)

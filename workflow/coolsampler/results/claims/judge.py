@@ -1,9 +1,9 @@
 """Judging: per-run values reduced over a claim's runs, and the result compared with the paper's value.
 
 Owns the reductions a claim's ``quantity.reduce`` names (``reduce_values``: one, each, mean, min, max,
-count, degrading, difference, ratio, brackets, paired; ``frontier_N`` for ``per: frontier``) and the
-comparison with the paper's value under its tolerance (``agrees``). Why apart: this is where a verdict
-is decided, and it is pure: values in, a value or a yes/no out, with no file and no metrics table.
+count, realizations, degrading, difference, ratio, brackets, paired; ``frontier_N`` for ``per:
+frontier``) and the comparison with the paper's value under its tolerance (``agrees``). Why apart: this
+is where a verdict is decided, and it is pure: values in, a value or a yes/no out, with no file and no metrics table.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from coolsampler.results.analysis import binomial_interval
 from coolsampler.results.claims.claims_file import COUNT_BOUNDS, ClaimError
 from coolsampler.results.claims.measures import RunData, _events
 from coolsampler.results.guard import largest_safe_N
@@ -63,6 +64,20 @@ def _grouped(pairs: Sequence[tuple[RunData, Any]], per: Sequence[str]) -> dict[t
     return out
 
 
+def realization_count(values: Sequence[Any]) -> int:
+    """How many realizations had the event: a value that is neither missing nor False (a collapse step,
+    an onset step, True)."""
+    return sum(1 for v in values if not _missing(v) and v is not False)
+
+
+def realization_rate(values: Sequence[Any], level: float = 0.95) -> tuple[int, int, float, float]:
+    """``(k, n, lower, upper)``: the realizations with the event, those measured, and the exact binomial
+    interval of the event's probability (``analysis.binomial_interval``)."""
+    k, n = realization_count(values), len(values)
+    lo, hi = binomial_interval(k, n, level) if n else (math.nan, math.nan)
+    return k, n, lo, hi
+
+
 def count_bound(quantity: Mapping[str, Any]) -> tuple[str, float, str] | None:
     """A count claim's (key, bound, sign), or None for a claim that counts nothing."""
     for key, (sign, _) in COUNT_BOUNDS.items():
@@ -109,6 +124,9 @@ def _reduce(
         return (min(xs) if how == "min" else max(xs)) if xs else None
     if how == "count":
         return sum(1 for v in vals if not _missing(v) and v is not False)
+    if how == "realizations":  # events counted over realizations; with versus, how many more than there
+        mine = realization_count(vals)
+        return mine if not versus else mine - realization_count([v for _, v in versus])
     if how == "paired":  # measured on seed pairs already (evaluate_claim): one value per seed, pairs with none left out
         values = [v for _, v in runs if not _missing(v)]
         return _mean(values) if quantity.get("pairs") == "mean" else values
@@ -192,4 +210,14 @@ def agrees(value: Any, paper: Any, tolerance: Any) -> bool:
     return all(_close(v, paper, tolerance) for v in values)
 
 
-__all__ = ["COUNT_BOUNDS", "count_bound", "agrees", "degrades", "frontier_N", "reduce_values", "scalar"]
+__all__ = [
+    "COUNT_BOUNDS",
+    "count_bound",
+    "agrees",
+    "degrades",
+    "frontier_N",
+    "realization_count",
+    "realization_rate",
+    "reduce_values",
+    "scalar",
+]

@@ -202,6 +202,13 @@ def m_col_gap_at(d: RunData, col: str, minus: str, step: int) -> float:
     return A.value_at(d.metrics, col, step) - A.value_at(d.metrics, minus, step)
 
 
+def m_at_onset(d: RunData, col: str) -> float:
+    """``col`` at Section 2's onset step (what the IS effective sample size, |pi - q| or the entropy read
+    when the run began to fall); NaN without an onset or where the column is not logged there."""
+    onset = _events(d).onset
+    return math.nan if onset is None else A.value_at(d.metrics, col, onset)
+
+
 def m_last5(d: RunData) -> float:
     return A.last_five_mean(_val(d))
 
@@ -319,6 +326,7 @@ QUANTITIES: dict[str, Callable[..., Any]] = {
     "staleness_at_onset": m_staleness_at_onset,
     "rise_lead": m_rise_lead,
     "col_gap_at": m_col_gap_at,
+    "at_onset": m_at_onset,
     "col_mean": _stat("mean"),
     "col_max": _stat("max"),
     "col_min": _stat("min"),
@@ -450,6 +458,7 @@ QUANTITY_COLUMNS: dict[str, tuple[str, ...]] = {
     **{q: _VAL for q in ("final", "peak", "val_first", "val_at", "max_val", "val_curve", "first_at_least")},
     **{q: _VAL for q in ("onset", "severe", "kind", "recovered_at", "back_at", "last5", "whole")},
     **{q: _VAL for q in ("diag_lead", "staleness_at_onset", "rise_lead", "onset_ratio", "val_gap_before_onset")},
+    "at_onset": _VAL,
     **{q: _VAL for q in ("val_gap", "collapse", "collapse_ratio", "end", "end_gap", "gap_closed")},
     **{q: ("kl",) for q in ("kl_cross", "kl_max", "kl_at", "kl_fixed", "kl_mean_ratio", "kl_growth")},
     "kl_growth_ratio": ("kl",),
@@ -486,6 +495,7 @@ __all__ = [
     "RunData",
     "load_run_data",
     "m_back_at",
+    "m_at_onset",
     "m_col_gap_at",
     "m_collapse",
     "m_cycle_change",
