@@ -26,12 +26,14 @@ from coolsampler.results.diagnostics import lead_table
 from coolsampler.results.guard import REPLAY_NOTE, logged_schedule, replay_guard, replay_text, schedule_line
 from coolsampler.results.own_logs import (
     Entry,
+    LagSummary,
     assign_arms,
     check_groups,
     events_frame,
     find_inputs,
     interval,
     known_settings,
+    lag_summary,
     missing_lines,
     onset_window,
     read_run,
@@ -40,6 +42,7 @@ from coolsampler.results.own_logs import (
 )
 from coolsampler.spec.guard import GuardSpec
 from coolsampler.spec.inputs import InputError
+from coolsampler.spec.lag import Lag
 from coolsampler.spec.metrics_schema import RunStatus
 from coolsampler.spec.settings import KL_EARLY_NAT, KL_LEAD_NAT, kl_above_text
 
@@ -108,6 +111,36 @@ def run_text(
     kl_init = "" if is_missing(s["kl_to_init_90"]) else f", KL to init at 90 {fkl(s['kl_to_init_90'])}"
     lines.append(f"   last five {f3(s['last5'])}, whole run {f3(s['whole'])}{kl_init}")
     return "\n".join(lines)
+
+
+def lag_lines(settings: Mapping[str, Any], ls: LagSummary) -> list[str]:
+    """What the run's lag was and what it says about the degradation, in two or three lines."""
+    lag = settings.get("lag")
+    system = settings.get("system", "verl")
+    lines = [f"   lag ({system}): {lag.text() if lag is not None else Lag(None).text()}"]
+    if lag is not None and lag.measured:
+        parts = []
+        if ls.at_onset_max is not None:
+            parts.append(f"at the onset {fnum(ls.at_onset_mean)} mean, {fnum(ls.at_onset_max)} max")
+        if ls.max_before_onset is not None:
+            parts.append(f"largest before it {fnum(ls.max_before_onset)}")
+        if ls.max_undegraded is not None:
+            parts.append(f"largest with no degradation {fnum(ls.max_undegraded)}")
+        if ls.drops is not None:
+            before = "" if ls.drops_before_onset is None else f" ({fnum(ls.drops_before_onset)} before the onset)"
+            parts.append(f"{fnum(ls.drops)} samples dropped as too stale{before}")
+        if parts:
+            lines.append("   lag " + "; ".join(parts))
+    if ls.cannot_tell:
+        lines.append(f"   lag cannot tell: {ls.cannot_tell}")
+    return lines
+
+
+def fnum(v: float | None) -> str:
+    """A lag or a count: an integer as one, else three significant digits; a dash for none."""
+    if v is None:
+        return DASH
+    return f"{v:.0f}" if float(v).is_integer() else f"{v:.3g}"
 
 
 @dataclass
@@ -207,8 +240,9 @@ def analyze_report(
             blocks.append(f"== {path}\n   {msg}")
             errors.append(f"{path}: {msg}")
             continue
-        s, how, missing = settings_for(inp.name, metrics, base, how)
+        s, how, missing = settings_for(inp.name, metrics, base, how, loaded.lag if loaded.system != "verl" else None)
         s["run"], s["path"] = inp.name, path
+        s["system"], s["lag"] = loaded.system, loaded.lag
         s["seed_known"] = "seed" in base
         if missing:
             msg = "missing settings: " + "; ".join(missing) + " (or keep the run's run.yaml beside the log)"
@@ -233,7 +267,8 @@ def analyze_report(
         if (line := resolution_line(metrics, summary)) is not None:
             extra.append(line)
         block = run_text(path, summary, s, how, status)
-        block = "\n".join([block, *extra, *missing_lines(metrics)])
+        s["lag_summary"] = lag_summary(metrics, loaded.lag, summary.get("onset"))
+        block = "\n".join([block, *lag_lines(s, s["lag_summary"]), *extra, *missing_lines(metrics)])
         if s.get("guard") and (logged := logged_schedule(metrics)):  # a guard run: its refreshes, replayable
             block += f"\n   its logged refreshes as an open-loop schedule: {schedule_line(logged)}"
         if guard is not None:

@@ -20,12 +20,14 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from coolsampler.spec.lag import LAG_COLUMNS
 from coolsampler.spec.metrics_schema import (
     ABSENT,
     COLUMNS,
     DIAGNOSTIC_COLUMNS,
     GUARD_COLUMNS,
     LOG1P_OF,
+    OTHER_SYSTEM_COLUMNS,
     PROVIDED_BY,
     REQUIRED,
     RunStatus,
@@ -155,7 +157,10 @@ def parse_records(
         row: dict[str, Any] = {"step": step}
         for col, (_dtype, _meaning, schema_sources) in COLUMNS.items():
             keys = (sources or {}).get(col, schema_sources)
-            if col == "step" or not keys:  # derived below, from the columns read here
+            if col == "step":
+                continue
+            if not keys:  # derived below from the columns read here, or a column this log's system never logs
+                row[col] = np.nan
                 continue
             val = pick(data, keys)
             if val is ABSENT:
@@ -187,13 +192,14 @@ def parse_records(
     df = coerce(df)
     for col, of in LOG1P_OF.items():
         df[col] = log1p_bound(df[of])
+    gate_lag(df)
     # A column the run logs (somewhere) but some steps lack, or logged as null/NaN/inf: keep the
     # rows, say so. The validation columns are sparse by design; val_acc's gaps are the validation
     # check below (the sampled copy and the digit error come with the same validations). The
     # staleness diagnostics describe a run without measuring it: their gaps leave the log whole.
     for col in COLUMNS:
-        if col in DIAGNOSTIC_COLUMNS or col in GUARD_COLUMNS:
-            continue
+        if col in DIAGNOSTIC_COLUMNS or col in GUARD_COLUMNS or col in LAG_COLUMNS or col in OTHER_SYSTEM_COLUMNS:
+            continue  # a system that measures no lag leaves it empty; verl logs evictions only where it evicted
         miss = absent.get(col, [])
         if col != "step" and col not in VALIDATION_COLUMNS and miss and len(miss) < n_train:
             problems.append(f"{len(miss)} step(s) without {col} (first at step {miss[0]})")
@@ -232,6 +238,20 @@ def parse_records(
             problems.append(f"{wanted - found} validation point(s) missing (first: step {lost_first})")
     status = RunStatus(complete=not problems, last_step=last, expected_steps=expected, problems=problems)
     return df, status
+
+
+def gate_lag(df: pd.DataFrame) -> None:
+    """A gated run's lag, in place: its gate's staleness, the same for every sample of a step (a batch is
+    drawn from one set of weights), replacing verl's own reading. verl's V1 trainer logs the lag as
+    (global_steps - 1) minus the weight version its server was last given, and the gate's pushes give it the
+    current step also where they put the stale snapshot back (patch 0001's ``_push``, after a validation),
+    so verl's reading can under-report until the next refresh; the gate's own column (``staleness``,
+    spec.guard.staleness) counts from the weights the sampler holds."""
+    gate = df["staleness"].notna() if "staleness" in df else pd.Series(False, index=df.index)
+    if not gate.any():
+        return
+    for col in LAG_COLUMNS[:3]:
+        df[col] = df["staleness"].where(gate).astype("float64")
 
 
 def configured_max_response_length(log: str | Path) -> int | None:

@@ -25,7 +25,9 @@ import pandas as pd
 
 from coolsampler.results.analysis import summarize_run
 from coolsampler.results.readers import RUN_TABLES, run_log
+from coolsampler.results.sources import Source, detect
 from coolsampler.spec.inputs import InputError
+from coolsampler.spec.lag import GATE, LAG_COLUMNS, Lag
 from coolsampler.spec.layout import KEY_PARTS, RUN_GLOB
 from coolsampler.spec.metrics_schema import PROVIDED_BY, RunStatus, absent_columns
 
@@ -231,13 +233,16 @@ def val_line(series: Sequence[ValSeries], chosen: ValSeries | None, want: str | 
 
 @dataclass
 class Loaded:
-    """A run's metrics table and status, the format it was read from and its validation series."""
+    """A run's metrics table and status, the format it was read from and its validation series; the system
+    that wrote it (None: verl) and what its lag columns hold."""
 
     metrics: pd.DataFrame
     status: RunStatus | None
     fmt: str
     series: list[ValSeries] = field(default_factory=list)
     chosen: ValSeries | None = None
+    system: str = "verl"
+    lag: Lag | None = None
 
 
 def read_run(
@@ -268,6 +273,26 @@ def read_run(
     from coolsampler.results.readers import read_records
 
     by_step, problems, fmt = read_records(p)
+    try:
+        source = detect(by_step)
+    except ValueError as e:
+        raise InputError(p, str(e)) from None
+    if source is not None:  # another system's keys, read into the same columns
+        if source.components is not None:  # its components' rows of a step, united (and checked)
+            from coolsampler.results.readers import component_rows
+
+            by_step, problems = component_rows(p, source.components)
+        df, status = parse_records(
+            by_step,
+            problems,
+            log=p,
+            expected_steps=steps,
+            val_every=val_every,
+            required=("step",),
+            sources=source.sources(),
+        )
+        check_lag(scaled(df, source), p, source)
+        return Loaded(df, status, fmt, system=source.system, lag=source_lag(source, p))
     series = val_series(by_step)
     chosen = choose_val(series, val)
     sources = {"val_acc": (chosen.key,)} if chosen is not None else None
@@ -280,7 +305,133 @@ def read_run(
         required=required,
         sources=sources,
     )
-    return Loaded(df, status, fmt, series, chosen)
+    return Loaded(df, status, fmt, series, chosen, lag=verl_lag(df))
+
+
+def verl_lag(metrics: pd.DataFrame) -> Lag | None:
+    """What a verl log's lag columns hold: the gate's staleness (coolsampler's patched verl), else verl's V1
+    trainer's own reading from the newest version a trajectory used, else nothing."""
+    if "staleness" in metrics and metrics["staleness"].notna().any():
+        return GATE
+    if metrics["lag_mean"].notna().any():
+        return Lag("newest", compared="pi_old", truncation="before")
+    return None
+
+
+def check_lag(metrics: pd.DataFrame, log: Path, source: Source) -> None:
+    """A lag reads steps back from the learner's step: one below 0, or past the step it was read at (no
+    sample can predate the run), is not this system's lag (a column read from the wrong key, a corrupt
+    log): an ``InputError`` naming the key and the step, rather than numbers nobody should trust."""
+    steps = metrics["step"].to_numpy()
+    for k in source.keys:
+        if k.column not in LAG_COLUMNS[:3]:
+            continue
+        v = metrics[k.column].to_numpy(dtype="float64")
+        bad = (v < 0) | (v > steps)
+        if bad.any():
+            i = int(bad.argmax())
+            what = "below 0" if v[i] < 0 else f"past its step ({int(steps[i])}): older than the run"
+            raise InputError(log, f"{k.key} is {v[i]:g} at step {int(steps[i])}, {what}; a lag counts steps back")
+
+
+def scaled(metrics: pd.DataFrame, source: Source) -> pd.DataFrame:
+    """The lag columns of a system that counts in policy versions of several optimizer steps, in steps."""
+    for col, factor in source.scales().items():
+        metrics[col] = metrics[col] * factor
+    return metrics
+
+
+def source_lag(source: Source, log: Path) -> Lag:
+    """A system's lag; where it logs none, the configured bound from the run's saved configuration beside
+    its log (``run.yaml``, ``config.yaml``, ``config.json``), else the setting's default, each said."""
+    lag = source.lag
+    b = source.bound
+    if lag.measured or b is None:
+        return lag
+    for value, where in configured(log, b.paths):
+        return Lag(
+            "bound", lag.compared, lag.truncation, float(value) * b.scale, f"{b.setting} = {value}, from {where}"
+        )
+    if b.default is None:
+        return Lag(None, lag.compared, lag.truncation)
+    return Lag(
+        "bound", lag.compared, lag.truncation, b.default * b.scale, f"{b.setting}'s default {b.default:g}; not found"
+    )
+
+
+@dataclass(frozen=True)
+class LagSummary:
+    """A run's lag against its degradation: the lag at the onset (the step's mean and largest), the largest
+    lag of any step before it, the samples dropped for staleness before it and in all, the largest lag the
+    run reached while it had not degraded, and why the logs cannot tell (a lag that never varied, none)."""
+
+    at_onset_mean: float | None
+    at_onset_max: float | None
+    max_before_onset: float | None
+    max_undegraded: float | None
+    drops_before_onset: float | None
+    drops: float | None
+    varied: bool
+    cannot_tell: str | None
+
+
+def lag_summary(metrics: pd.DataFrame, lag: Lag | None, onset: int | None) -> LagSummary:
+    """``LagSummary`` of a run's metrics table (its ``lag_*`` columns) and its onset (None: stable)."""
+    train = metrics[metrics["step"] > 0].set_index("step")
+    top = train["lag_max"].where(train["lag_max"].notna(), train["lag_mean"]).dropna()
+    drops = train["lag_drops"].dropna()
+
+    def at(col: str) -> float | None:
+        v = train[col].get(onset) if onset is not None else None
+        return None if v is None or pd.isna(v) else float(v)
+
+    until = top[top.index < onset] if onset is not None else top  # the steps before any degradation
+    varied = bool(len(top) and top.max() > top.min())
+    reason = None
+    if lag is None or not lag.measured:
+        reason = "the log measures no lag" + ("" if lag is None or lag.bound is None else " (only its bound is known)")
+    elif not len(top):
+        reason = "the log has no lag reading"
+    elif not varied:
+        reason = f"the lag never varied (always {top.iloc[0]:g}): degradation cannot be set against it"
+    return LagSummary(
+        at_onset_mean=at("lag_mean"),
+        at_onset_max=at("lag_max") if at("lag_max") is not None else at("lag_mean"),
+        max_before_onset=float(until.max()) if onset is not None and len(until) else None,
+        max_undegraded=float(until.max()) if len(until) else None,
+        drops_before_onset=float(drops[drops.index < onset].sum()) if onset is not None and len(drops) else None,
+        drops=float(drops.sum()) if len(drops) else None,
+        varied=varied,
+        cannot_tell=reason,
+    )
+
+
+CONFIG_FILES = ("run.yaml", "config.yaml", "config.json")
+
+
+def configured(log: Path, paths: Sequence[str]) -> list[tuple[Any, str]]:
+    """The values of dotted ``paths`` in the saved configuration files beside ``log`` (or its directory),
+    with the file each was read from; a file that is not a mapping is refused by the input contract."""
+    from coolsampler.spec.yaml_file import load_yaml
+
+    where = log if log.is_dir() else log.parent
+    out = []
+    for name in CONFIG_FILES:
+        f = where / name
+        if not f.is_file():
+            continue
+        doc = load_yaml(f, what="configuration")
+        if not isinstance(doc, Mapping):
+            raise InputError(f, "a configuration file is a mapping")
+        for dotted in paths:
+            node: Any = doc
+            for part in dotted.split("."):
+                node = node.get(part) if isinstance(node, Mapping) else None
+            if isinstance(node, (int, float)) and not isinstance(node, bool):
+                if node < 0:
+                    raise InputError(f, f"a staleness bound is a number >= 0, not {node!r}", where=dotted)
+                out.append((node, f"{f.name}:{dotted}"))
+    return out
 
 
 def _is_metrics_csv(path: Path) -> bool:
@@ -383,11 +534,18 @@ def known_settings(path: Path, given: Mapping[str, Any] | None) -> tuple[dict[st
 
 
 def settings_for(
-    name: str, metrics: pd.DataFrame, base: Mapping[str, Any], how: str
+    name: str, metrics: pd.DataFrame, base: Mapping[str, Any], how: str, lag: Lag | None = None
 ) -> tuple[dict[str, Any], str, list[str]]:
     """The run's settings: ``base`` (known_settings), then what the log itself shows (the refresh steps,
-    the logged sampler temperature). Returns the settings, where they came from, and what is missing."""
+    the logged sampler temperature). Returns the settings, where they came from, and what is missing.
+
+    ``lag``: another system's (``results.sources``). Its staleness is its lag, not a refresh interval, and
+    its sampler temperature is not in its metrics: a run of it is analysed without N, and without Tb
+    unless given (both shown as unknown)."""
     s = dict(base)
+    if lag is not None:
+        s.setdefault("key", name)
+        return s, (how + "; " if how else "") + "another system's log: no refresh interval N, Tb unless given", []
     inferred = []
     if not s.get("N"):
         n = infer_N(metrics)

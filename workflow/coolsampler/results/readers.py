@@ -40,6 +40,8 @@ FORMATS = (
     "TensorBoard event files (events.out.tfevents.*, or their directory)",
     "an MLflow store (a file store's run directory mlruns/<experiment>/<run>, or an mlflow.db)",
     "a wandb history exported to CSV (a _step or Step column)",
+    "a Hugging Face trainer_state.json (TRL: its log_history)",
+    "'metrics_tag: {...}' lines (ROLL's stdout tracker)",
     "a parsed metrics.parquet / metrics.csv",
 )
 FORMATS_LINE = "formats read: " + "; ".join(FORMATS)
@@ -168,6 +170,97 @@ def tensorboard_records(path: Path) -> tuple[Records, list[str]]:
                 seen.add((step, v.tag))
                 by_step.setdefault(step, {})[v.tag] = value
     return by_step, _relogged_problem(relogged)
+
+
+def trainer_state_records(path: Path) -> tuple[Records, list[str]] | None:
+    """The ``log_history`` of a Hugging Face ``trainer_state.json`` (TRL's trainers: transformers'
+    ``Trainer.log`` appends ``{**logs, "step": global_step}``, a training row every ``logging_steps`` and an
+    evaluation row of ``eval_``-prefixed keys at the same step; transformers 5.19 ``trainer.py`` L4148-4170),
+    one record per step: the rows of a step merged. None for a JSON file without such a history."""
+    try:
+        doc = json.loads(utf8_bytes(path))
+    except (ValueError, RecursionError):
+        return None
+    history = doc.get("log_history") if isinstance(doc, dict) else None
+    if not isinstance(history, list):
+        return None
+    by_step: Records = {}
+    bad: list[tuple[int, Any]] = []
+    for i, row in enumerate(history):
+        if not isinstance(row, dict):
+            bad.append((i + 1, row))
+            continue
+        step = as_step(row.get("step"))
+        if step is None:
+            bad.append((i + 1, row.get("step")))
+            continue
+        by_step.setdefault(step, {}).update({k: v for k, v in row.items() if k != "step"})
+    if not by_step:
+        return None
+    problems = [step_problem(bad).replace("line(s)", "log_history row(s)").replace("(line", "(row")] if bad else []
+    return by_step, problems
+
+
+# ROLL's stdout tracker: ``logger.info(f"metrics_tag: {json.dumps({'step': step, 'metrics': values})}")``
+# (alibaba/ROLL roll/utils/tracking.py L154-164, at 8eb27cc2), after its logger's own prefix.
+_METRICS_TAG = b"metrics_tag: "
+
+
+def metrics_tag_records(path: Path) -> tuple[Records, list[str]] | None:
+    """The ``metrics_tag: {"step": K, "metrics": {...}}`` lines of a log (ROLL's stdout tracker; every other
+    line of the process's output is skipped), one record per step; None where there is no such line. A step
+    logged again (ROLL re-logs its history on resume) keeps its last line, and that is said."""
+    by_step: Records = {}
+    relogged: set[int] = set()
+    stray: list[int] = []
+    found = False
+    for i, raw in enumerate(utf8_bytes(path).split(b"\n"), 1):
+        at = raw.find(_METRICS_TAG)
+        if at < 0:
+            continue
+        found = True
+        try:
+            rec = json.loads(raw[at + len(_METRICS_TAG) :])
+            step, data = as_step(rec["step"]), rec["metrics"]
+        except (ValueError, KeyError, TypeError, RecursionError):
+            stray.append(i)
+            continue
+        if step is None or not isinstance(data, dict):
+            stray.append(i)
+            continue
+        if step in by_step:
+            relogged.add(step)
+        by_step[step] = dict(data)
+    if not found:
+        return None
+    return by_step, ([stray_line_problem(stray)] if stray else []) + _relogged_problem(relogged)
+
+
+def component_rows(path: Path, ignore: tuple[str, ...] = ()) -> tuple[Records, list[str]]:
+    """Flat JSONL rows of which several make one step, each written by another component of the trainer
+    (prime-rl: the trainer's and the orchestrator's rows in one ``metrics.jsonl``), united per step. Two rows
+    of one step that give one key two values (``ignore``: keys that differ by design, as each row's time)
+    are not one run's log: an ``InputError`` naming the step and the key."""
+    flat = flat_jsonl_records(path)
+    if flat is None:
+        raise InputError(path, "no JSON rows with a step")
+    rows, problems = flat
+    by_step: Records = {}
+    for step, data in rows:
+        have = by_step.setdefault(step, {})
+        for k, v in data.items():
+            if k in have and k not in ignore and have[k] != v and not (_nan(have[k]) and _nan(v)):
+                raise InputError(
+                    path,
+                    f"two rows of step {step} give {k} two values ({have[k]!r} and {v!r}):"
+                    " one run's components disagree",
+                )
+            have[k] = v
+    return by_step, problems
+
+
+def _nan(v: Any) -> bool:
+    return isinstance(v, float) and math.isnan(v)
 
 
 def _relogged_problem(relogged: set[int]) -> list[str]:
@@ -385,13 +478,39 @@ def _jsonl_records(path: Path) -> tuple[Records, list[str]] | None:
 def _flat_records(path: Path) -> tuple[Records, list[str]] | None:
     if (flat := flat_jsonl_records(path)) is None:
         return None
-    by_step, merged = merge_records(_training(flat[0]))
+    by_step, merged = merge_records(_training(_components(flat[0])))
     return by_step, flat[1] + merged
+
+
+def _components(records: list[tuple[int, dict[str, Any]]]) -> list[tuple[int, dict[str, Any]]]:
+    """Rows of one step that share no key but a timestamp are parts of one record, written by several
+    components of a trainer into one file (prime-rl's trainer and orchestrator): joined, so that the row
+    written last does not read as the step re-logged. A row that repeats a key of its step stays apart (a
+    resumed run's re-logged step, which ``merge_records`` reports)."""
+    out: list[tuple[int, dict[str, Any]]] = []
+    at: dict[int, int] = {}  # step -> index in out of its joined record
+    for step, data in records:
+        i = at.get(step)
+        if i is not None and not (set(data) - {"time"}) & (set(out[i][1]) - {"time"}):
+            out[i] = (step, {**out[i][1], **data})
+            continue
+        at[step] = len(out)
+        out.append((step, dict(data)))
+    return out
 
 
 def _console_records(path: Path) -> tuple[Records, list[str]] | None:
     records, n = console_records(path)
     return merge_records(_training(records)) if n else None
+
+
+def _has_tag(path: Path) -> bool:
+    """Whether a text log's head holds a ``metrics_tag:`` line (what the walk lists as a ROLL log)."""
+    try:
+        with path.open("rb") as f:
+            return _METRICS_TAG in f.read(1 << 16)
+    except OSError:
+        return False
 
 
 def _text(path: Path) -> bool:
@@ -436,6 +555,13 @@ LOG_FORMATS: tuple[LogFormat, ...] = (
     LogFormat("TensorBoard", _tensorboard, tensorboard_records, lambda p: p.is_dir() and _tensorboard(p)),
     LogFormat("MLflow", lambda p: _store_of(p) is not None, _store_records, _listed_store),
     LogFormat("wandb CSV", lambda p: p.suffix == ".csv", _csv_records, _listed_csv),
+    LogFormat(
+        "trainer_state.json",
+        lambda p: p.suffix == ".json" and p.is_file(),
+        trainer_state_records,
+        lambda p: p.name == "trainer_state.json",
+    ),
+    LogFormat("metrics_tag lines", _text, metrics_tag_records, lambda p: p.suffix in TEXT_LOGS and _has_tag(p)),
     LogFormat("verl JSONL", _text, _jsonl_records, _listed_jsonl),
     LogFormat("flat JSONL", _text, _flat_records, lambda p: p.suffix == ".jsonl"),
     LogFormat("verl console", _text, _console_records, lambda p: p.suffix in TEXT_LOGS and is_console_log(p)),

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from coolsampler.spec.corrections import corrections, signal_columns
+from coolsampler.spec.lag import LAG_COLUMNS
 
 # A validation set may score a copy of its prompts by sampling (a generated world's ``sampled_val``): its
 # rows carry the data source ``<source>`` + SAMPLED_SUFFIX, so verl logs them apart. A wildcard source
@@ -194,6 +195,41 @@ COLUMNS: dict[str, tuple[str, str, tuple[str, ...]]] = {
         "standard deviation of |pi(y_t) - q(y_t)| over the response tokens",
         ("training/rollout_probs_diff_std",),
     ),
+    # The lag vocabulary (coolsampler.spec.lag): how stale this step's samples were, in optimizer steps, of the
+    # kind the run's Lag names. verl 0.9.1's V1 trainer logs the lag from the newest version a trajectory used
+    # (verl/trainer/ppo/v1/trainer_base.py L2026-2035: (global_steps - 1) - max_global_steps) and the stale
+    # groups its replay buffer evicts (verl/trainer/ppo/v1/replay_buffer.py L367, prefix "training"); the
+    # gate's runs take theirs from the gate instead (results.metrics.parse_records: their staleness column).
+    "lag_mean": (
+        "float64",
+        "mean lag of the step's samples, in optimizer steps (what it is measured from: the run's lag kind)",
+        ("training/off_policy/trajectory_staleness/mean",),
+    ),
+    "lag_max": (
+        "float64",
+        "largest lag among the step's samples, in optimizer steps",
+        ("training/off_policy/trajectory_staleness/max",),
+    ),
+    "lag_min": (
+        "float64",
+        "smallest lag among the step's samples, in optimizer steps",
+        ("training/off_policy/trajectory_staleness/min",),
+    ),
+    "lag_drops": (
+        "float64",
+        "samples dropped this step because they were too stale (evicted, not trained on)",
+        ("training/off_policy/evicted_samples",),
+    ),
+    # Mismatch readings other trainers log and verl does not (no verl key): the sampler's and the learner's
+    # log-probs of the sampled tokens, apart, and the importance ratio before its truncation.
+    "logp_abs_diff": (
+        "float64",
+        "mean |log pi(y_t) - log q(y_t)| over the response tokens (pi: the learner policy the system compares)",
+        (),
+    ),
+    "logp_abs_diff_max": ("float64", "largest |log pi(y_t) - log q(y_t)| over the response tokens", ()),
+    "is_raw_mean": ("float64", "mean token importance ratio pi/q before its truncation (the raw ratio)", ()),
+    "is_raw_max": ("float64", "largest token importance ratio pi/q before its truncation", ()),
 }
 
 # Columns the parser computes from other columns (no verl key): column -> the column it is log1p of.
@@ -213,6 +249,11 @@ DIAGNOSTIC_COLUMNS: tuple[str, ...] = (
 # The guard's columns: logged by guard runs only, and its reading only once its window holds a majority,
 # so their gaps leave the log whole.
 GUARD_COLUMNS: tuple[str, ...] = ("guard_value", "guard_fired")
+
+# The columns only other trainers' logs fill (results.sources): verl logs no such key.
+OTHER_SYSTEM_COLUMNS: tuple[str, ...] = tuple(
+    c for c, spec in COLUMNS.items() if not spec[2] and c != "step" and c not in LOG1P_OF
+)
 
 ABSENT = object()  # no source key of a column in a record (as opposed to a logged null/NaN)
 
@@ -300,6 +341,15 @@ PROVIDED_BY: dict[str, str] = {
     "probs_diff_max": _LOG_PROBS,
     "probs_diff_mean": _LOG_PROBS,
     "probs_diff_std": _LOG_PROBS,
+    **dict.fromkeys(
+        LAG_COLUMNS[:3],
+        "verl's V1 trainer (training/off_policy/trajectory_staleness/*), or coolsampler's gate (staleness/*)",
+    ),
+    "lag_drops": "verl's V1 trainer with trainer.v1.sampler.max_off_policy_threshold and strategy drop",
+    **dict.fromkeys(
+        ("logp_abs_diff", "logp_abs_diff_max", "is_raw_mean", "is_raw_max"),
+        "another trainer's log that has it (docs/results.md, the table of systems); verl logs no such key",
+    ),
 }
 
 

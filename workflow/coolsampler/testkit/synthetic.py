@@ -19,7 +19,7 @@ import pandas as pd
 import yaml
 
 from coolsampler.spec import corrections
-from coolsampler.spec.metrics_schema import COLUMNS
+from coolsampler.spec.metrics_schema import COLUMNS, OTHER_SYSTEM_COLUMNS
 
 
 def make_metrics(
@@ -100,6 +100,10 @@ def make_metrics(
     }
     data["temperature_min"] = data["temperature_max"] = data["temperature"]  # one T per step here
     data.update(diagnostic_columns(kl, correction, rng))
+    # the gate's lag is its staleness, the same for every sample of a step; nothing is dropped
+    data |= {"lag_mean": age.astype("float64"), "lag_max": age.astype("float64"), "lag_min": age.astype("float64")}
+    data["lag_drops"] = np.full(last, np.nan)
+    data |= {c: np.full(last, np.nan) for c in OTHER_SYSTEM_COLUMNS}  # verl logs none of them
     df = pd.DataFrame(data)
     return df.astype({c: spec[0] for c, spec in COLUMNS.items()})[list(COLUMNS)]
 

@@ -1,0 +1,98 @@
+"""Write the fixtures of the other trainers' logs: the smoke study's two example runs in each system's layout.
+
+    python workflow/tools/source_fixtures.py             # every system of coolsampler.results.sources
+    python workflow/tools/source_fixtures.py prime-rl    # one
+
+For each system, ``tests/fixtures/sources/<system>/{stable,degrades}/`` gets the example runs of
+``examples/verl-logs`` (real verl runs of the smoke study: one stable, one that degrades) re-dressed by
+``coolsampler.testkit.redress`` under the system's own keys, in the first format its ``Source`` names, as the
+file its logger writes; where the system logs no lag, a ``config.yaml`` beside it holds the bound's setting,
+as the system saves its configuration. A ``PROVENANCE.md`` says what each value was made from. The values
+are the example runs' own (their lag is the gate's sawtooth, written as the system's lag key): a fixture
+tests the reading of a layout, not the system's behaviour.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "workflow"))
+
+from coolsampler.results.own_logs import read_run  # noqa: E402
+from coolsampler.results.sources import Source, sources  # noqa: E402
+from coolsampler.testkit.redress import redress  # noqa: E402
+
+EXAMPLES = REPO / "examples" / "verl-logs"
+FIXTURES = REPO / "tests" / "fixtures" / "sources"
+RUNS = ("stable", "degrades")
+FORMAT_WRITER = {"flat JSONL": "components JSONL"}  # a reader's format -> the writer of that layout
+
+
+def fixture_file(source: Source) -> str:
+    """The name of the file (or TensorBoard directory) a run of ``source`` writes."""
+    return Path(source.files).name
+
+
+def bound_config(source: Source) -> str | None:
+    """A saved configuration holding the bound's setting at twice its default (so that a test sees it read,
+    not defaulted), for a system that logs no lag."""
+    b = source.bound
+    if b is None or source.lag.measured or not b.paths:
+        return None
+    value = 2 * (b.default if b.default is not None else 1)
+    lines, indent = [], ""
+    *parents, leaf = b.paths[0].split(".")
+    for p in parents:
+        lines.append(f"{indent}{p}:")
+        indent += "  "
+    lines.append(f"{indent}{leaf}: {value:g}")
+    return "\n".join(lines) + "\n"
+
+
+def write(source: Source) -> Path:
+    out = FIXTURES / source.system
+    shutil.rmtree(out, ignore_errors=True)
+    fmt = FORMAT_WRITER.get(source.formats[0], source.formats[0])
+    for run in RUNS:
+        metrics = read_run(EXAMPLES / run / "train.jsonl").metrics
+        redress(metrics, source, fmt, out / run / fixture_file(source))
+        if (config := bound_config(source)) is not None:
+            (out / run / "config.yaml").write_text(config)
+    keys = "\n".join(f"| `{k.key}` | `{k.column}` | {k.cite} |" for k in source.keys)
+    (out / "PROVENANCE.md").write_text(
+        f"# {source.system}: fixtures\n\n"
+        f"Made by `python workflow/tools/source_fixtures.py {source.system}` from `examples/verl-logs/stable` and"
+        " `examples/verl-logs/degrades` (real verl runs of the smoke study; their own PROVENANCE.md): every value"
+        " is the example run's, re-dressed by `coolsampler.testkit.redress` under the keys below in the layout"
+        f" {source.system}'s logger writes ({source.files}; format {source.formats[0]}). Where a column's value"
+        " is a lag, it is the example run's gate lag ((t-1) mod N), written under this system's lag key: the"
+        " fixture tests the reading of the layout and the keys, not the system's behaviour."
+        + (
+            " A `config.yaml` beside each log holds the bound's setting at twice its default."
+            if bound_config(source)
+            else ""
+        )
+        + f"\n\nKeys, as read at {source.repo} {source.commit}:\n\n| key | column | source |\n|---|---|---|\n{keys}\n"
+    )
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("systems", nargs="*", help="systems to write (default: every one)")
+    args = ap.parse_args(argv)
+    known = sources()
+    unknown = [s for s in args.systems if s not in known]
+    if unknown:
+        ap.error(f"unknown system(s) {', '.join(unknown)}; known: {', '.join(known)}")
+    for name in args.systems or list(known):
+        print(f"wrote {write(known[name]).relative_to(REPO)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
