@@ -29,6 +29,7 @@ from coolsampler.spec.study import load_study
 from coolsampler.train import processes
 from coolsampler.train.launch import proc_table, session_members
 from coolsampler.train.memory import (
+    ARCH,
     assumptions,
     fit,
     fit_lines,
@@ -39,7 +40,7 @@ from coolsampler.train.memory import (
     study_settings,
 )
 from coolsampler.train.overrides import check_extra_overrides
-from coolsampler.train.platform import get_platform
+from coolsampler.train.profile import job_platform, load_profile
 
 DEFAULT_PROFILE = "profiles/slurm/config.v8+.yaml"  # shipped files (coolsampler.spec.shipped)
 OVERLAY_HELP = (
@@ -94,12 +95,19 @@ def _memory(args: argparse.Namespace) -> int:
         return _measure(args)
     # a bad study or overlay: InputError or StudyError, one line from the dispatcher (coolsampler.cli.main)
     study = load_study(args.study, overlays=args.overlay or (), check_overrides=check_extra_overrides)
-    platform = on_host(get_platform("gpu").for_study(study.raw), args.host_memory_gib)
+    profile = host_profile(args.profile, args.host_memory_gib)
+    # the platform the study's jobs get under the profile (its set-resources, checked), as plan reads it
+    platform = on_host(job_platform(study.raw, load_profile(profile) if profile else None), args.host_memory_gib)
+    if platform.name != "gpu" and any(r.model in ARCH for r in study.runs):
+        print(
+            f"coolsampler memory: study {study.name} trains on the {platform.name} platform (its profile:);"
+            " memory.py models the gpu platform's runs only"
+        )
+        return 0
     settings = on_gpus(study_settings(study, platform), args.gpu_memory_gib)
     if not settings:
         print(f"coolsampler memory: study {study.name} has no run of a model memory.py knows the shape of")
         return 0
-    profile = host_profile(args.profile, args.host_memory_gib)
     print(markdown_table(settings, profile, platform))
     print("\n".join(f"- {line}" for line in fit_lines(settings, profile, platform)) + "\n")  # a list in Markdown
     print(process_table(settings))
