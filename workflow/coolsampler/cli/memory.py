@@ -24,6 +24,7 @@ from pathlib import Path
 
 from coolsampler.cli import DEFAULT_STUDY, positive_float
 from coolsampler.cli.outputs import Output, check_outputs
+from coolsampler.spec.inputs import EXIT_INPUT
 from coolsampler.spec.shipped import find_config
 from coolsampler.spec.study import load_study
 from coolsampler.train import processes
@@ -73,14 +74,56 @@ def _find_session() -> int:
     return leaders[0]
 
 
+# Linux's largest pid on 64-bit machines (PID_MAX_LIMIT), where /proc/sys/kernel/pid_max cannot be read
+PID_MAX_LIMIT = 4 * 1024 * 1024
+
+
+def pid_max() -> int:
+    """One more than the largest process id this machine hands out (a session id is its leader's pid)."""
+    try:
+        return int(Path("/proc/sys/kernel/pid_max").read_text())
+    except (OSError, ValueError):
+        return PID_MAX_LIMIT
+
+
+def session_id(value: str) -> str | int:
+    """An argparse type for ``--measure``: ``auto``, or a process id (a whole number > 0)."""
+    if value == "auto":
+        return value
+    try:
+        sid = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a session id; give verl's pid, or auto") from None
+    if sid <= 0:
+        raise argparse.ArgumentTypeError(f"{value!r}: a session id is a process id, > 0; give verl's pid, or auto")
+    return sid
+
+
 def _measure(args: argparse.Namespace) -> int:
+    """Sample the session and write its table; a session id no process can have, or a session with no
+    process left, is refused in one line (exit 2), never written as an empty table."""
     sid = _find_session() if args.measure == "auto" else int(args.measure)
+    if sid >= (top := pid_max()):
+        why = f"no process can have that id here (pids run from 1 to {top - 1}, /proc/sys/kernel/pid_max)"
+    elif not session_members(sid):
+        why = f"no process of session {sid} is running, nothing to measure"
+    else:
+        why = ""
+    if why:
+        print(f"coolsampler memory: --measure {sid}: {why}; give the pid of a running verl, or auto", file=sys.stderr)
+        return EXIT_INPUT
     kinds = processes.measure(
         lambda: session_members(sid),
         interval_s=args.interval,
         until=lambda: not Path(f"/proc/{sid}").exists(),
         say=lambda s: print(s, file=sys.stderr, flush=True),
     )
+    if not kinds:  # the session ended before its first sample: an empty table would read as a measurement
+        print(
+            f"coolsampler memory: --measure {sid}: the session ended before a sample; nothing was measured",
+            file=sys.stderr,
+        )
+        return 1
     doc = processes.table_document(kinds, how=args.how, interval_s=args.interval)
     text = json.dumps(doc, indent=2) + "\n"
     if args.out:
@@ -135,6 +178,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     m.add_argument(
         "--measure",
         metavar="SID",
+        type=session_id,
         help="sample the process session SID (verl's pid; 'auto': the one running) until it ends",
     )
     m.add_argument("--interval", type=positive_float, default=2.0, help="seconds between samples (--measure)")
