@@ -72,6 +72,7 @@ from coolsampler.spec.inputs import InputError
 from coolsampler.spec.study import KEY_WILDCARD_RE, StudyError, study_from_dict
 from coolsampler.spec.yaml_file import load_yaml
 from coolsampler.train.overrides import check_extra_overrides
+from coolsampler.train.platform import study_platform
 from coolsampler.spec.layout import SMOKE_STUDY
 
 # The study: --configfile names one; with none, the smoke study. Validated before any job exists.
@@ -98,7 +99,7 @@ try:
 except StudyError as err:
     raise WorkflowError(f"invalid study config: {err}") from None
 R = str(STUDY.results)
-PLATFORM = config.get("profile", "cpu")
+PLATFORM = study_platform(config).name
 
 
 report: "workflow/report/workflow.rst"

@@ -267,7 +267,10 @@ def test_plan_marks_done_runs_and_uses_their_measured_step_time(tmp_path: Path, 
     assert main(["plan", "--results", str(tmp_path), "--runs"]) == 0
     out = capsys.readouterr().out
     assert "measured (1 run)" in out and f"done  {smoke.runs[0].key}" in out and f"todo  {smoke.runs[1].key}" in out
-    # a finished run from another platform does not measure this one
+    # a finished run from another platform does not measure this one (on any profile the smoke study's
+    # runs are cpu runs: the profile says where they train, not on what)
+    run_yaml = tmp_path / "runs" / smoke.runs[0].key / "run.yaml"
+    run_yaml.write_text(yaml.safe_dump({"settings": {"N": 32}, "platform": "gpu"}))
     assert summary(make_plan(smoke, profile="gpu", results=tmp_path))["unknown"]
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from coolsampler.cli import positive_int
 from coolsampler.cli.claims import load_path
 from coolsampler.results.guard import calibrate
 from coolsampler.spec.diagnostics import BY_NAME
@@ -54,6 +55,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         help=f"a guard signal (repeatable; default: {', '.join(SIGNALS)})",
     )
     p.add_argument(
-        "--window", type=int, default=WINDOW, help="the guard's trailing-median window (default: %(default)s)"
+        "--window",
+        type=positive_int,
+        default=WINDOW,
+        help="the guard's trailing-median window, a whole number > 0 (default: %(default)s)",
     )
     p.set_defaults(func=main)

@@ -24,11 +24,13 @@ from pathlib import Path
 
 from coolsampler.cli import DEFAULT_STUDY, positive_float
 from coolsampler.cli.outputs import Output, check_outputs
+from coolsampler.spec.inputs import EXIT_INPUT
 from coolsampler.spec.shipped import find_config
 from coolsampler.spec.study import load_study
 from coolsampler.train import processes
 from coolsampler.train.launch import proc_table, session_members
 from coolsampler.train.memory import (
+    ARCH,
     assumptions,
     fit,
     fit_lines,
@@ -39,7 +41,7 @@ from coolsampler.train.memory import (
     study_settings,
 )
 from coolsampler.train.overrides import check_extra_overrides
-from coolsampler.train.platform import get_platform
+from coolsampler.train.profile import job_platform, load_profile
 
 DEFAULT_PROFILE = "profiles/slurm/config.v8+.yaml"  # shipped files (coolsampler.spec.shipped)
 OVERLAY_HELP = (
@@ -72,14 +74,56 @@ def _find_session() -> int:
     return leaders[0]
 
 
+# Linux's largest pid on 64-bit machines (PID_MAX_LIMIT), where /proc/sys/kernel/pid_max cannot be read
+PID_MAX_LIMIT = 4 * 1024 * 1024
+
+
+def pid_max() -> int:
+    """One more than the largest process id this machine hands out (a session id is its leader's pid)."""
+    try:
+        return int(Path("/proc/sys/kernel/pid_max").read_text())
+    except (OSError, ValueError):
+        return PID_MAX_LIMIT
+
+
+def session_id(value: str) -> str | int:
+    """An argparse type for ``--measure``: ``auto``, or a process id (a whole number > 0)."""
+    if value == "auto":
+        return value
+    try:
+        sid = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a session id; give verl's pid, or auto") from None
+    if sid <= 0:
+        raise argparse.ArgumentTypeError(f"{value!r}: a session id is a process id, > 0; give verl's pid, or auto")
+    return sid
+
+
 def _measure(args: argparse.Namespace) -> int:
+    """Sample the session and write its table; a session id no process can have, or a session with no
+    process left, is refused in one line (exit 2), never written as an empty table."""
     sid = _find_session() if args.measure == "auto" else int(args.measure)
+    if sid >= (top := pid_max()):
+        why = f"no process can have that id here (pids run from 1 to {top - 1}, /proc/sys/kernel/pid_max)"
+    elif not session_members(sid):
+        why = f"no process of session {sid} is running, nothing to measure"
+    else:
+        why = ""
+    if why:
+        print(f"coolsampler memory: --measure {sid}: {why}; give the pid of a running verl, or auto", file=sys.stderr)
+        return EXIT_INPUT
     kinds = processes.measure(
         lambda: session_members(sid),
         interval_s=args.interval,
         until=lambda: not Path(f"/proc/{sid}").exists(),
         say=lambda s: print(s, file=sys.stderr, flush=True),
     )
+    if not kinds:  # the session ended before its first sample: an empty table would read as a measurement
+        print(
+            f"coolsampler memory: --measure {sid}: the session ended before a sample; nothing was measured",
+            file=sys.stderr,
+        )
+        return 1
     doc = processes.table_document(kinds, how=args.how, interval_s=args.interval)
     text = json.dumps(doc, indent=2) + "\n"
     if args.out:
@@ -94,12 +138,19 @@ def _memory(args: argparse.Namespace) -> int:
         return _measure(args)
     # a bad study or overlay: InputError or StudyError, one line from the dispatcher (coolsampler.cli.main)
     study = load_study(args.study, overlays=args.overlay or (), check_overrides=check_extra_overrides)
-    platform = on_host(get_platform("gpu").for_study(study.raw), args.host_memory_gib)
+    profile = host_profile(args.profile, args.host_memory_gib)
+    # the platform the study's jobs get under the profile (its set-resources, checked), as plan reads it
+    platform = on_host(job_platform(study.raw, load_profile(profile) if profile else None), args.host_memory_gib)
+    if platform.name != "gpu" and any(r.model in ARCH for r in study.runs):
+        print(
+            f"coolsampler memory: study {study.name} trains on the {platform.name} platform (its profile:);"
+            " memory.py models the gpu platform's runs only"
+        )
+        return 0
     settings = on_gpus(study_settings(study, platform), args.gpu_memory_gib)
     if not settings:
         print(f"coolsampler memory: study {study.name} has no run of a model memory.py knows the shape of")
         return 0
-    profile = host_profile(args.profile, args.host_memory_gib)
     print(markdown_table(settings, profile, platform))
     print("\n".join(f"- {line}" for line in fit_lines(settings, profile, platform)) + "\n")  # a list in Markdown
     print(process_table(settings))
@@ -127,6 +178,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     m.add_argument(
         "--measure",
         metavar="SID",
+        type=session_id,
         help="sample the process session SID (verl's pid; 'auto': the one running) until it ends",
     )
     m.add_argument("--interval", type=positive_float, default=2.0, help="seconds between samples (--measure)")

@@ -20,6 +20,10 @@ Per (model, task) of the study, from the best source there is, each named in the
   ``gpu`` resource / the most GPUs a run holds, the SLURM profile's ``jobs``, on CPU the smoke study's ``--cores 2``
   / the platform's threads per run), longest-first; queueing time on a cluster is not included.
 
+The runs' platform is their study's on every profile (``coolsampler.train.platform.study_platform``, as
+the Snakefile reads it: a cpu study on SLURM is cpu jobs, one CPU and no GPU), under the profile's
+``set-resources: train:`` (its time limit and memory, read and checked by ``coolsampler.train.profile``).
+
 Done runs (``run.yaml`` + ``train.jsonl``, as ``coolsampler.cli.status``) are marked and left out of the
 remaining cost. The output opens with the cost in one line; the table per model and task and the
 memory fit follow, the processes a run starts only with ``--detail``. ``--run KEY`` plans those runs of
@@ -43,28 +47,28 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from coolsampler.cli import DEFAULT_STUDY, positive_float, positive_int
 from coolsampler.cli.memory import HOST_MEMORY_HELP, OVERLAY_HELP, host_profile
 from coolsampler.cli.status import hmm, refresh_lines
+from coolsampler.results.run_yaml import run_yaml_document
 from coolsampler.spec.inputs import EXIT_INPUT, InputError
 from coolsampler.spec.runlog import parse_line, run_records, step_times, trained, utf8_bytes
 from coolsampler.spec.settings import PAPER_RECIPE, step_seconds
 from coolsampler.spec.shipped import PROFILES as PROFILE_DIR
 from coolsampler.spec.shipped import ROOT
 from coolsampler.spec.study import Run, Study, StudyError, load_study
-from coolsampler.spec.yaml_file import load_yaml
 from coolsampler.train.overrides import check_extra_overrides, recipe_for
 from coolsampler.train.paths import Layout
-from coolsampler.train.platform import Platform, get_platform
+from coolsampler.train.platform import Platform, study_platform
+from coolsampler.train.profile import Profile, job_platform, load_profile
 from coolsampler.train.version import REPO
 
 PROFILE_NAME = "config.v8+.yaml"
 SLURM_PROFILE = PROFILE_DIR / "slurm" / PROFILE_NAME  # the per-job memory the memory fit checks against
 
-PROFILES = ("gpu", "slurm", "cpu")  # where a study runs: one GPU machine, a SLURM cluster, the CPU stack
-PROFILE_PLATFORM = {"gpu": "gpu", "slurm": "gpu", "cpu": "cpu"}
+# Where a study runs: one GPU machine, a SLURM cluster, this machine (`--cores 2`). Where, not on what: a
+# run's platform is its study's (``coolsampler.train.platform.study_platform``, as the Snakefile reads it).
+PROFILES = ("gpu", "slurm", "cpu")
 PROFILE_FILE = {"gpu": "gpu-box", "slurm": "slurm"}
 CPU_CORES = 2  # the smoke study's `snakemake --cores 2` (README)
 GIB = 1024**3
@@ -114,6 +118,7 @@ class Plan:
     timeout_min: float | None = None  # the study's own watchdog limit (timeout_min), if it sets one
     host_profile: Path | None = SLURM_PROFILE  # the per-job memory the host is checked against (None: the host's)
     refused: list[InputError] = field(default_factory=list)  # finished runs' files that were not what they claim
+    left_out: set[str] = field(default_factory=set)  # the runs those files left out of the measurement
 
 
 def _dir_bytes(d: Path) -> int:
@@ -156,10 +161,8 @@ def measure(
     none leaves the start-up unknown, its ``InputError`` appended to ``refused`` (raised where None)."""
     if not trained(run_dir):
         return None
-    try:
-        info = yaml.safe_load((run_dir / "run.yaml").read_text()) or {}
-    except yaml.YAMLError:
-        return None
+    # the reader analyze reads it with: a run.yaml that is no mapping is refused, naming the file
+    info = run_yaml_document(run_dir / "run.yaml")
     if info.get("platform") != platform:
         return None
     log = run_dir / "train.jsonl"
@@ -190,10 +193,11 @@ def measure(
     return times, startup, _dir_bytes(run_dir)
 
 
-def _profile_config(profile: str) -> dict[str, Any] | None:
-    """The Snakemake profile file of ``profile``, read; None where there is none."""
+def _profile_config(profile: str) -> Profile | None:
+    """The Snakemake profile file of ``profile``, read and checked (``coolsampler.train.profile``); None
+    where there is none."""
     path = PROFILE_DIR / PROFILE_FILE.get(profile, "-") / PROFILE_NAME
-    return load_yaml(path, mapping=True, what="Snakemake profile") if path.exists() else None
+    return load_profile(path) if path.exists() else None
 
 
 def profile_gpus(profile: str) -> int | None:
@@ -201,7 +205,7 @@ def profile_gpus(profile: str) -> int | None:
     None where it declares none (SLURM places each job on its own GPUs; CPU has none)."""
     if profile != "gpu" or (cfg := _profile_config(profile)) is None:
         return None
-    return next((int(str(r).split("=")[1]) for r in cfg.get("resources", []) if str(r).startswith("gpu=")), None)
+    return cfg.gpus
 
 
 def gpu_resource(profile: str, gpus_per_run: int) -> int | None:
@@ -227,7 +231,8 @@ def default_parallel(profile: str, platform: Platform, gpus_per_run: int | None 
     if cfg is None:
         return 1, f"no {PROFILE_NAME} found: one at a time"
     if profile == "slurm":
-        return int(cfg.get("jobs", 1)), f"profiles/slurm jobs: {cfg.get('jobs', 1)}"
+        jobs = cfg.jobs or 1
+        return jobs, f"profiles/slurm jobs: {cfg.jobs_text if cfg.jobs else 1}"
     gpus = profile_gpus(profile)
     if gpus is None or not gpus_per_run:
         return 1, "one at a time"
@@ -237,11 +242,11 @@ def default_parallel(profile: str, platform: Platform, gpus_per_run: int | None 
 
 
 def profile_runtime(profile: str) -> int | None:
-    """The training time limit a profile sets (``set-resources: train: runtime:``, the SLURM profile's EDIT
-    line), which the watchdog's timeout follows (``Platform.with_runtime``); None: the platform's."""
-    cfg = _profile_config(profile) or {}
-    runtime = ((cfg.get("set-resources") or {}).get("train") or {}).get("runtime")
-    return int(runtime) if runtime is not None else None
+    """The training time limit a profile sets in minutes (``set-resources: train: runtime:``, the SLURM
+    profile's EDIT line; ``12h`` is 720, as Snakemake reads it), which the watchdog's timeout follows
+    (``Platform.with_runtime``); None: the platform's."""
+    cfg = _profile_config(profile)
+    return cfg.runtime_min if cfg is not None else None
 
 
 def make_plan(
@@ -260,18 +265,19 @@ def make_plan(
     host of that size, instead of a SLURM job's memory (``coolsampler.cli.memory.host_profile``)."""
     if keys:
         study = only_runs(study, keys)
-    profile = profile or ("cpu" if study.raw.get("profile", "cpu") == "cpu" else "gpu")
+    profile = profile or ("cpu" if study_platform(study.raw).name == "cpu" else "gpu")
     if profile not in PROFILES:
         raise ValueError(f"profile {profile!r}: allowed {', '.join(PROFILES)}")
-    # the job's time limit: the profile's set-resources, else the study's runtime_min, else the platform's
-    runtime = profile_runtime(profile) or study.raw.get("runtime_min")
-    platform = get_platform(PROFILE_PLATFORM[profile]).for_study(study.raw).with_runtime(runtime)
+    # the study's platform, as rule train's jobs get it on this profile: the profile's set-resources (time
+    # limit, memory) over the study's runtime_min over the platform's
+    platform = job_platform(study.raw, _profile_config(profile))
     layout = Layout.from_config(study.raw, results if results is not None else study.results)
     by_group: dict[tuple[str, str], list[Run]] = {}
     for r in study.runs:
         by_group.setdefault((r.model, r.task), []).append(r)
     groups = []
     refused: list[InputError] = []
+    left_out: set[str] = set()
     for (model, task), runs in by_group.items():
         m = Measured()
         done = []
@@ -283,6 +289,7 @@ def make_plan(
                 got = measure(d, platform.name, refused)
             except InputError as err:  # one bad run's files: named, left out; the others still measure
                 refused.append(err)
+                left_out.add(r.key)
                 got = None
             if got:
                 m.runs += 1
@@ -301,7 +308,10 @@ def make_plan(
         platform = on_host(platform, host_memory_gib)
         memory = on_gpus(study_settings(study, platform), gpu_memory_gib)
     host = host_profile(None, host_memory_gib)
-    return Plan(study.name, profile, platform, par, why, groups, memory, study.raw.get("timeout_min"), host, refused)
+    if host is not None:
+        load_profile(host)  # the per-job memory the fit reads: a bad one refused now, before anything is printed
+    timeout = study.raw.get("timeout_min")
+    return Plan(study.name, profile, platform, par, why, groups, memory, timeout, host, refused, left_out)
 
 
 def only_runs(study: Study, keys: Sequence[str]) -> Study:
@@ -579,7 +589,8 @@ def text(plan: Plan, *, list_runs: bool = False, detail: bool = False) -> str:
             for r in g.runs:
                 mark = "done" if r.key in g.done else "todo"
                 refresh = "" if r.guard is None and r.schedule is None else f"  ({r.refresh_text})"
-                out.append(f"{mark}  {r.key}  {_h(g.hours(r))} h{refresh}")
+                bad = "  (its files refused, left out of the step time: see below)" if r.key in plan.left_out else ""
+                out.append(f"{mark}  {r.key}  {_h(g.hours(r))} h{refresh}{bad}")
     return "\n".join(out) + "\n"
 
 

@@ -52,10 +52,10 @@ def _yaml_where(err: yaml.YAMLError) -> int | None:
     return None if mark is None else mark.line + 1
 
 
-def load_run_yaml(path: str | Path) -> dict[str, Any]:
-    """The settings a ``run.yaml`` holds (under ``settings:``, or at its top level when written by hand),
-    each value a study checks checked by the study's rules. Raises ``InputError`` for a file that cannot
-    be read, YAML that does not parse, a shape that is not a mapping of settings, or a refused value."""
+def run_yaml_document(path: str | Path) -> Mapping[str, Any]:
+    """A ``run.yaml`` as its whole document (its ``settings:`` and the pipeline's record beside them, such
+    as ``platform:``), the file's shape checked as ``load_run_yaml`` checks it: ``InputError`` for a file
+    that cannot be read, YAML that does not parse, or a document that is not a mapping."""
     file = Path(path)
     if file.is_dir():
         raise InputError(file, "a directory; expected a YAML file of the run's settings (N: 32, Tb: 1.0, ...)")
@@ -74,6 +74,17 @@ def load_run_yaml(path: str | Path) -> dict[str, Any]:
         return {}
     if not isinstance(doc, Mapping):
         raise InputError(file, f"a {type(doc).__name__}; expected a mapping of the run's settings (N: 32, Tb: 1.0)")
+    return doc
+
+
+def load_run_yaml(path: str | Path) -> dict[str, Any]:
+    """The settings a ``run.yaml`` holds (under ``settings:``, or at its top level when written by hand),
+    each value a study checks checked by the study's rules. Raises ``InputError`` for a file that cannot
+    be read, YAML that does not parse, a shape that is not a mapping of settings, or a refused value."""
+    file = Path(path)
+    doc = run_yaml_document(file)
+    if not doc:
+        return {}
     settings = doc.get("settings", doc) if "settings" in doc else doc
     if not isinstance(settings, Mapping):
         shown = "null" if settings is None else f"a {type(settings).__name__}"

@@ -29,10 +29,10 @@ from typing import Any
 
 from coolsampler.spec.settings import CHECKPOINT_BYTES_PER_PARAM, MODELS, TASKS
 from coolsampler.spec.study import Run, Study, parse_key
-from coolsampler.spec.yaml_file import load_yaml
 from coolsampler.train import processes
 from coolsampler.train.overrides import RunPaths, verl_overrides
 from coolsampler.train.platform import Platform, get_platform
+from coolsampler.train.profile import load_profile
 
 GIB = 1024**3
 MIB = 1024**2
@@ -409,7 +409,7 @@ def host_limit_bytes(profile: Path | None, platform: Platform | None = None) -> 
         if host is None:
             raise ValueError("no host memory to check against: give a SLURM profile or the host's (--host-memory-gib)")
         return int(host * GIB), f"host memory ({host:g} GiB declared)"
-    limit, what = slurm_train_mem_bytes(profile), f"SLURM mem_mb ({profile.parent.name} profile)"
+    limit, what = slurm_train_mem_bytes(profile, platform), f"SLURM mem_mb ({profile.parent.name} profile)"
     if host is not None and host * GIB < limit:
         return int(host * GIB), "node memory (hardware.host_memory_gib)"
     return limit, what
@@ -492,13 +492,13 @@ def kv_cache_needed(s: Setting, samples_per_step: int) -> int:
     return per_replica * s.seq_len * s.arch.kv_bytes_per_token(s.tp)
 
 
-def slurm_train_mem_bytes(profile: Path) -> int:
-    """The host memory a SLURM training job gets: rule train's ``mem_mb``, the gpu platform's, unless the
-    profile's ``set-resources.train.mem_mb`` overrides it; read as 10^6 bytes (SLURM's --mem counts MiB,
-    so this errs on the safe side)."""
-    cfg = load_yaml(profile, mapping=True, what="SLURM profile")
-    override = ((cfg.get("set-resources") or {}).get("train") or {}).get("mem_mb")
-    return int(override or get_platform("gpu").mem_mb) * 10**6
+def slurm_train_mem_bytes(profile: Path, platform: Platform | None = None) -> int:
+    """The host memory a SLURM training job gets: rule train's ``mem_mb``, its platform's (default the
+    gpu platform's), unless the profile's ``set-resources.train.mem_mb`` overrides it (read and checked
+    by ``coolsampler.train.profile``); read as 10^6 bytes (SLURM's --mem counts MiB, so this errs on the
+    safe side)."""
+    override = load_profile(profile).mem_mb
+    return (override or (platform or get_platform("gpu")).mem_mb) * 10**6
 
 
 # --------------------------------------------------------------------------------------------------

@@ -18,6 +18,7 @@ This module never imports verl, vLLM or torch.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -287,3 +288,12 @@ def get_platform(name: str) -> Platform:
         return PLATFORMS[name]
     except KeyError:
         raise ValueError(f"platform {name!r}: allowed {', '.join(PLATFORMS)}") from None
+
+
+def study_platform(config: Mapping[str, Any]) -> Platform:
+    """The platform a study's runs train on: its ``profile:`` (default cpu), under whichever Snakemake
+    profile runs them. A Snakemake ``--profile`` says where the jobs go (SLURM, one GPU box) and may
+    change their resources (``coolsampler.train.profile``), never their platform: the Snakefile reads the
+    platform here, and so do ``coolsampler plan`` and ``memory``, so that a CPU study planned for SLURM
+    is costed as the CPU runs the rules will submit."""
+    return get_platform(config.get("profile", "cpu"))
