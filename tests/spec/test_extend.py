@@ -32,6 +32,7 @@ from coolsampler.train.overrides import (
 from coolsampler.train.paths import Layout, run_paths
 from coolsampler.train.prefetch import prefetch_model
 from coolsampler.worker.rewards import compute_score
+from tests.dry_run import results_config, temp_results
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURE = REPO / "tests" / "fixtures" / "extend"
@@ -125,9 +126,10 @@ def test_the_fixture_reward_scores_through_compute_score_when_named() -> None:
     assert compute_score("arith", "42", "42", reward=reward) == 1.0
 
 
-def test_snakemake_dry_runs_the_fixture_study() -> None:
+def test_snakemake_dry_runs_the_fixture_study(tmp_path: Path) -> None:
+    R = temp_results(tmp_path, "results/extend")
     res = subprocess.run(
-        [sys.executable, "-m", "snakemake", "-n", f"--configfile={STUDY}", "--quiet", "rules"],
+        [sys.executable, "-m", "snakemake", "-n", f"--configfile={STUDY}", "--quiet", "rules", *results_config(R)],
         cwd=REPO,
         capture_output=True,
         text=True,
@@ -135,9 +137,9 @@ def test_snakemake_dry_runs_the_fixture_study() -> None:
     )
     assert res.returncode == 0, res.stderr
     keys = list(load_study(STUDY).by_key())
-    targets = [f"results/extend/runs/{k}/metrics.parquet" for k in keys]
+    targets = [f"{R}/runs/{k}/metrics.parquet" for k in keys]
     res = subprocess.run(
-        [sys.executable, "-m", "snakemake", "-n", f"--configfile={STUDY}", *targets],
+        [sys.executable, "-m", "snakemake", "-n", f"--configfile={STUDY}", *targets, *results_config(R)],
         cwd=REPO,
         capture_output=True,
         text=True,
@@ -228,7 +230,7 @@ def test_prefetch_rule_downloads_each_pinned_model_once_for_the_train_jobs(tmp_p
     cfg = tmp_path / "hub.yaml"
     cfg.write_text(yaml.safe_dump(study, sort_keys=False))
     run = lambda *a: subprocess.run(  # noqa: E731
-        [sys.executable, "-m", "snakemake", "-n", f"--configfile={cfg}", *a],
+        [sys.executable, "-m", "snakemake", "-n", f"--configfile={cfg}", *a, *results_config(tmp_path / "r")],
         cwd=REPO,
         capture_output=True,
         text=True,
