@@ -229,8 +229,9 @@ def test_prefetch_rule_downloads_each_pinned_model_once_for_the_train_jobs(tmp_p
     study["runs"].append({**study["runs"][0], "model": "qwen2.5-0.5b", "task": "hubsums"})
     cfg = tmp_path / "hub.yaml"
     cfg.write_text(yaml.safe_dump(study, sort_keys=False))
+    R = temp_results(tmp_path, "results/hubmodels")
     run = lambda *a: subprocess.run(  # noqa: E731
-        [sys.executable, "-m", "snakemake", "-n", f"--configfile={cfg}", *a, *results_config(tmp_path / "r")],
+        [sys.executable, "-m", "snakemake", "-n", f"--configfile={cfg}", *a, *results_config(R)],
         cwd=REPO,
         capture_output=True,
         text=True,
@@ -247,7 +248,7 @@ def test_prefetch_rule_downloads_each_pinned_model_once_for_the_train_jobs(tmp_p
     # a train job waits for its model's prefetch and holds the model's GPUs
     s = study_from_dict(study)
     big = next(r for r in s.runs if r.model == "qwen2.5-14b")
-    res = run(f"results/hubmodels/runs/{big.key}/train.jsonl")
+    res = run(f"{R}/runs/{big.key}/train.jsonl")
     assert res.returncode == 0, res.stderr
     assert f"results/models/hub/Qwen/Qwen2.5-14B/{REV}/prefetch.json" in res.stdout
     assert re.search(r"resources: .*\bgpu=8\b", res.stdout)
