@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import ast
 import io
+import os
 import re
 import subprocess
 import sys
@@ -11,6 +13,8 @@ from pathlib import Path
 
 import pytest
 import yaml
+
+from tests.dry_run import results_config, temp_results
 
 REPO = Path(__file__).resolve().parents[1]
 SNAKEMAKE = [sys.executable, "-m", "snakemake"]
@@ -29,8 +33,21 @@ FIG1_KEYS = {
 }
 
 
-def snakemake(*args: str, cwd: Path = REPO, timeout: int = 120) -> subprocess.CompletedProcess:
-    return subprocess.run([*SNAKEMAKE, *args], cwd=cwd, capture_output=True, text=True, timeout=timeout, check=False)
+def snakemake(
+    *args: str,
+    cwd: Path = REPO,
+    results: str | Path | None = None,
+    env: dict[str, str] | None = None,
+    timeout: int = 120,
+) -> subprocess.CompletedProcess:
+    """``snakemake ARGS``; a dry run in the checkout must put the study's results at ``results`` (a
+    temporary folder: tests/dry_run.py says why)."""
+    if "-n" in args and cwd == REPO and results is None:
+        raise AssertionError("a dry run in the checkout reads its results/: give results=<a temporary folder>")
+    more = results_config(results) if results is not None else []
+    return subprocess.run(
+        [*SNAKEMAKE, *args, *more], cwd=cwd, capture_output=True, text=True, timeout=timeout, env=env, check=False
+    )
 
 
 def jobs(out: str, rule: str, field: str = "output") -> list[str]:
@@ -48,8 +65,9 @@ def trained_keys(out: str) -> set[str]:
     return {re.search(r"results/runs/(.+?)/train\.jsonl", t).group(1) for t in jobs(out, "train")}
 
 
-def test_dry_run_paper_fig1_lists_exactly_its_8_training_runs():
-    res = snakemake("-n", "--configfile=config/paper.yaml", "results/fig1.pdf")
+def test_dry_run_paper_fig1_lists_exactly_its_8_training_runs(tmp_path):
+    R = temp_results(tmp_path)
+    res = snakemake("-n", "--configfile=config/paper.yaml", f"{R}/fig1.pdf", results=R)
     assert res.returncode == 0, res.stderr
     assert trained_keys(res.stdout) == FIG1_KEYS
     assert len(jobs(res.stdout, "parse")) == 8
@@ -59,9 +77,10 @@ def test_dry_run_paper_fig1_lists_exactly_its_8_training_runs():
     assert len(inputs) == 8 and all(wheel.search(i) for i in inputs), inputs
 
 
-def test_dry_run_fig2_averages_no_doubled_lr_run_and_no_cut_run():
+def test_dry_run_fig2_averages_no_doubled_lr_run_and_no_cut_run(tmp_path):
     """Fig 2's cooled GSM8K N=96 mean holds the 2e-6 seeds only; the cut 7B run is not a seed."""
-    res = snakemake("-n", "--configfile=config/paper.yaml", "results/fig2.pdf")
+    R = temp_results(tmp_path)
+    res = snakemake("-n", "--configfile=config/paper.yaml", f"{R}/fig2.pdf", results=R)
     assert res.returncode == 0, res.stderr
     keys = trained_keys(res.stdout)
     assert len(keys) == 26
@@ -72,11 +91,12 @@ def test_dry_run_fig2_averages_no_doubled_lr_run_and_no_cut_run():
     }
 
 
-def test_dry_run_table2_depends_on_every_run_of_the_study():
+def test_dry_run_table2_depends_on_every_run_of_the_study(tmp_path):
     """Which runs degrade is read from the data, so Table 2 waits for every run."""
     from coolsampler.spec.study import load_study
 
-    res = snakemake("-n", "--configfile=config/paper.yaml", "results/table2.csv")
+    R = temp_results(tmp_path)
+    res = snakemake("-n", "--configfile=config/paper.yaml", f"{R}/table2.csv", results=R)
     assert res.returncode == 0, res.stderr
     every = {r.key for r in load_study(REPO / "config/paper.yaml").runs}
     assert trained_keys(res.stdout) == every
@@ -91,17 +111,19 @@ def test_dry_run_table2_depends_on_every_run_of_the_study():
 
 
 @pytest.mark.parametrize("target", [f"fig{i}" for i in range(1, 9)] + [f"table{i}" for i in range(1, 5)])
-def test_dry_run_every_paper_target(target):
+def test_dry_run_every_paper_target(target, tmp_path):
     suffix = ".pdf" if target.startswith("fig") else ".csv"
-    res = snakemake("-n", "--configfile=config/paper.yaml", f"results/{target}{suffix}")
+    R = temp_results(tmp_path)
+    res = snakemake("-n", "--configfile=config/paper.yaml", f"{R}/{target}{suffix}", results=R)
     assert res.returncode == 0, res.stderr[-2000:]
     assert jobs(res.stdout, "train"), target
 
 
-def test_the_paper_lead_table_reads_the_runs_that_exist_and_never_trains():
-    """On the gpu platform rule diagnostic_leads reads the metrics tables that exist (none in this checkout),
-    as rule claims does: building the lead table never starts a GPU run."""
-    res = snakemake("-n", "--configfile=config/paper.yaml", "results/diagnostic_leads.html")
+def test_the_paper_lead_table_reads_the_runs_that_exist_and_never_trains(tmp_path):
+    """On the gpu platform rule diagnostic_leads reads the metrics tables that exist (none here), as rule
+    claims does: building the lead table never starts a GPU run."""
+    R = temp_results(tmp_path)
+    res = snakemake("-n", "--configfile=config/paper.yaml", f"{R}/diagnostic_leads.html", results=R)
     assert res.returncode == 0, res.stderr[-2000:]
     assert jobs(res.stdout, "diagnostic_leads") and not jobs(res.stdout, "train") and not jobs(res.stdout, "parse")
 
@@ -110,7 +132,7 @@ def test_bad_study_stops_before_any_job(tmp_path):
     study = yaml.safe_load((REPO / "config/config.yaml").read_text())
     study["runs"][0]["Tb"] = [1.0, 0]
     (tmp_path / "bad.yaml").write_text(yaml.safe_dump(study))
-    res = snakemake("-n", f"--configfile={tmp_path / 'bad.yaml'}")
+    res = snakemake("-n", f"--configfile={tmp_path / 'bad.yaml'}", results=temp_results(tmp_path))
     assert res.returncode != 0
     out = res.stdout + res.stderr
     assert "runs[0].Tb[1]: 0 is not valid; allowed: number > 0 and <= 2" in out
@@ -213,17 +235,19 @@ def test_the_run_path_check_sees_a_spelled_path(tmp_path):
     assert [s.split(": ", 1)[0] for s in spelled_run_paths(rule)] == ["x.smk:5", "x.smk:7"]
 
 
-def test_every_file_a_rule_puts_in_a_run_directory_is_in_the_snakefile_header():
+def test_every_file_a_rule_puts_in_a_run_directory_is_in_the_snakefile_header(tmp_path):
     """The header's list of a run directory's files is complete: every output, log and benchmark the
-    smoke study's jobs (and rule supersede's marker) put in a run directory is named in it."""
+    smoke study's jobs (and rule supersede's marker) put in a run directory is named in it. Its results
+    are a temporary folder: in the checkout, once the smoke study has trained, nothing is left to list."""
     from coolsampler.spec.layout import KEY_PARTS, Layout
     from coolsampler.spec.study import load_study
     from coolsampler.train.rerun import KEY_RE, key_markers
 
-    study = load_study(REPO / "config" / "config.yaml")
+    R = temp_results(tmp_path, "results/smoke")
+    study = load_study(REPO / "config" / "config.yaml", results=R)
     layout = Layout(str(study.results))
     marker = key_markers(layout.run_dir(study.runs[0].key), "0" * 12)["set_aside"]
-    res = snakemake("-n", "all", marker)
+    res = snakemake("-n", "all", marker, results=R)
     assert res.returncode == 0, res.stderr[-2000:]
     paths = [
         p for line in re.findall(r"^\s+(?:output|log|benchmark): (.+)$", res.stdout, re.M) for p in line.split(", ")
@@ -237,3 +261,80 @@ def test_every_file_a_rule_puts_in_a_run_directory_is_in_the_snakefile_header():
     header = (REPO / "Snakefile").read_text().split('"""')[1]
     missing = sorted(n for n in names if not re.search(rf"(?<![\w.<>-]){re.escape(n)}(?![\w.-])", header))
     assert not missing, f"the Snakefile header does not list {missing} in a run directory"
+
+
+def test_a_results_path_with_a_tilde_is_the_home_folder_for_the_rules_too(tmp_path):
+    """``results: ~/r`` is one folder for every command: the rules plan the runs in the home folder's r
+    (once in a literal ``./~/r`` of the checkout), where ``coolsampler status`` looks for them."""
+    from coolsampler.spec.study import load_study
+
+    home = tmp_path / "home"
+    home.mkdir()
+    res = snakemake("-n", "--configfile=config/config.yaml", results="~/r", env={**os.environ, "HOME": str(home)})
+    assert res.returncode == 0, res.stderr[-2000:]
+    trained = jobs(res.stdout, "train")
+    smoke = load_study(REPO / "config" / "config.yaml")
+    assert trained and all(t.startswith(f"{home}/r/runs/") for t in trained), trained[:2]
+    assert len(trained) == len(smoke.runs) and not (REPO / "~").exists()
+
+
+# Tests that dry-run in the checkout without their own results folder, each with the reason it may.
+DRY_RUN_IN_CHECKOUT_ALLOWED = {
+    # the documented commands as written (their targets name results/...); it accepts "Nothing to be done"
+    "tests/test_docs.py": "test_documented_snakemake_targets_dry_run",
+}
+
+
+def checkout_dry_runs(path: Path, root: Path = REPO) -> list[str]:
+    """``file:line`` of each call in a test file that runs ``snakemake -n`` (or ``--dry-run``) with
+    ``cwd=REPO`` and no ``results=`` config among its words."""
+    tree = ast.parse(path.read_text())
+    found = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        cwd = next((k.value for k in node.keywords if k.arg == "cwd"), None)
+        if not (isinstance(cwd, ast.Name) and cwd.id == "REPO"):
+            continue
+        words = [n.value for n in ast.walk(node) if isinstance(n, ast.Constant) and isinstance(n.value, str)]
+        texts = words + [
+            "".join(p.value for p in n.values if isinstance(p, ast.Constant))
+            for n in ast.walk(node)
+            if isinstance(n, ast.JoinedStr)
+        ]
+        if "snakemake" in words and {"-n", "--dry-run", "--dryrun"} & set(words):
+            names = {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+            if not any(t.startswith("results=") for t in texts) and "results_config" not in names:
+                found.append(f"{path.relative_to(root)}:{node.lineno}")
+    return found
+
+
+def test_no_test_dry_runs_a_study_in_the_checkouts_results():
+    """The README's order (set up, ``snakemake --cores 2``, then the tests) leaves the smoke study
+    trained in results/smoke; a test that dry-runs a study there then finds nothing to plan. Every test
+    that dry-runs in the checkout gives its study a temporary results folder (tests/dry_run.py), and
+    this helper's own dry runs refuse to run without one."""
+    found = []
+    for path in sorted((REPO / "tests").rglob("*.py")):
+        rel = str(path.relative_to(REPO))
+        hits = checkout_dry_runs(path)
+        if rel in DRY_RUN_IN_CHECKOUT_ALLOWED and len(hits) <= 1:
+            continue
+        found += hits
+    assert not found, f"dry runs in the checkout's own results/: {found}"
+    with pytest.raises(AssertionError, match="results="):
+        snakemake("-n", "all")
+
+
+def test_the_checkout_dry_run_check_sees_one(tmp_path):
+    """The check above finds a dry run in the checkout without a results folder, and passes one with it."""
+    (tmp_path / "tests").mkdir()
+    bad = tmp_path / "tests" / "t.py"
+    bad.write_text(
+        "import subprocess, sys\n"
+        "subprocess.run([sys.executable, '-m', 'snakemake', '-n', 'all'], cwd=REPO)\n"
+        "subprocess.run([sys.executable, '-m', 'snakemake', '-n', 'all', '--config', f'results={R}'], cwd=REPO)\n"
+        "subprocess.run([sys.executable, '-m', 'snakemake', '-n', *results_config(R)], cwd=REPO)\n"
+        "subprocess.run([sys.executable, '-m', 'snakemake', '-n'], cwd=work)\n"
+    )
+    assert checkout_dry_runs(bad, tmp_path) == ["tests/t.py:2"]

@@ -12,6 +12,7 @@ import yaml
 from coolsampler.cli import main
 from coolsampler.spec.study import load_study
 from coolsampler.train.overrides import RunPaths, verl_overrides
+from tests.dry_run import results_config
 
 REPO = Path(__file__).resolve().parents[2]
 GUARD = {"signal": "probs_diff", "threshold": 0.1, "window": 3, "min": 2}
@@ -88,13 +89,13 @@ def test_the_gate_built_from_verls_config_is_the_runs(study_path: Path) -> None:
         assert (gate.N, gate.guard, gate.schedule) == (run.N, run.guard, run.schedule), run.key
 
 
-def test_snakemake_plans_a_study_with_a_guard(study_path: Path) -> None:
+def test_snakemake_plans_a_study_with_a_guard(study_path: Path, tmp_path: Path) -> None:
     """A dry run plans the guard's and the schedule's training."""
     import subprocess
     import sys
 
     res = subprocess.run(
-        [sys.executable, "-m", "snakemake", "-n", f"--configfile={study_path}"],
+        [sys.executable, "-m", "snakemake", "-n", f"--configfile={study_path}", *results_config(tmp_path / "r")],
         cwd=REPO,
         capture_output=True,
         text=True,

@@ -24,6 +24,7 @@ from coolsampler.cli.status import hmm, run_state, stall_threshold, study_states
 from coolsampler.spec.settings import step_seconds
 from coolsampler.spec.study import load_study
 from coolsampler.train.memory import checkpoint_bytes
+from tests.dry_run import results_config, temp_results
 
 REPO = Path(__file__).resolve().parents[2]
 SMOKE, PAPER = REPO / "config" / "config.yaml", REPO / "config" / "paper.yaml"
@@ -522,7 +523,8 @@ def test_the_studys_time_limit_reaches_the_job_and_plan_warns_past_it(tmp_path: 
     assert "WARNING" not in capsys.readouterr().out
     # what the job asks the scheduler for: the study's limit
     smk = [sys.executable, "-m", "snakemake", "-n", "--nolock", "--profile", "profiles/gpu-box"]
-    smk += [f"results/runs/{ONE_B5}/metrics.parquet", "--configfile", str(PAPER), str(longer)]
+    R = temp_results(tmp_path)
+    smk += [f"{R}/runs/{ONE_B5}/metrics.parquet", "--configfile", str(PAPER), str(longer), *results_config(R)]
     res = subprocess.run(smk, cwd=REPO, capture_output=True, text=True, timeout=600, check=False)
     assert res.returncode == 0, res.stderr[-3000:]
     resources = re.findall(r"^rule train:\n(?:.*\n)*?\s+resources: (.*)$", res.stdout + res.stderr, flags=re.M)

@@ -32,6 +32,7 @@ from coolsampler.results.metrics import write_metrics
 from coolsampler.spec.metrics_schema import RunStatus
 from coolsampler.spec.study import Run, load_study
 from coolsampler.testkit.synthetic import demo_runs, make_metrics
+from tests.dry_run import results_config, temp_results
 
 REPO = Path(__file__).resolve().parents[2]
 CLAIMS = REPO / "config" / "claims.yaml"
@@ -387,9 +388,11 @@ def _env() -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": str(REPO / "workflow")}
 
 
-def test_paper_dry_run_lists_the_runs_of_every_claim(paper_runs: list[Run]) -> None:
+def test_paper_dry_run_lists_the_runs_of_every_claim(paper_runs: list[Run], tmp_path: Path) -> None:
+    R = temp_results(tmp_path)
     p = subprocess.run(
-        [sys.executable, "-m", "snakemake", "-n", "--configfile=config/paper.yaml", "results/claims.md"],
+        [sys.executable, "-m", "snakemake", "-n", "--configfile=config/paper.yaml", f"{R}/claims.md",
+         *results_config(R)],
         cwd=REPO, capture_output=True, text=True, timeout=300, env=_env(),
     )  # fmt: skip
     out = p.stdout + p.stderr
@@ -397,7 +400,7 @@ def test_paper_dry_run_lists_the_runs_of_every_claim(paper_runs: list[Run]) -> N
     assert f"checked by {len(paper_runs)} runs" in out
     assert "rule train" not in out and "train " not in out.split("Job stats:")[-1]
     for r in paper_runs:
-        if not (REPO / "results" / "runs" / r.key / "metrics.parquet").exists():
+        if not (R / "runs" / r.key / "metrics.parquet").exists():
             assert f"no metrics yet: {r.key}" in out
 
 
@@ -444,11 +447,12 @@ def test_probe_relaxes_filters_to_the_mechanism(tmp_path: Path) -> None:
     assert all("model" not in f for f in C.relax(claims).filters.values())
 
 
-def test_smoke_study_is_probed_and_its_dry_run_lists_its_runs() -> None:
+def test_smoke_study_is_probed_and_its_dry_run_lists_its_runs(tmp_path: Path) -> None:
     """No smoke run is the paper's: the report probes the claims on them, and says so. (``--forcerun
     claims``: the rule's message is printed even where this checkout has drawn the report already.)"""
+    R = temp_results(tmp_path, "results/smoke")
     p = subprocess.run(
-        [sys.executable, "-m", "snakemake", "-n", "--forcerun", "claims", "results/smoke/claims.md"],
+        [sys.executable, "-m", "snakemake", "-n", "--forcerun", "claims", f"{R}/claims.md", *results_config(R)],
         cwd=REPO, capture_output=True, text=True, timeout=300, env=_env(),
     )  # fmt: skip
     out = p.stdout + p.stderr

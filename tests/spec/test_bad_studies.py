@@ -20,6 +20,7 @@ import pytest
 import yaml
 
 from coolsampler.spec.study import KEY_WILDCARD_RE, StudyError, parse_key, study_from_dict
+from tests.dry_run import results_config
 
 REPO = Path(__file__).resolve().parents[2]
 SMOKE: dict[str, Any] = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
@@ -255,7 +256,7 @@ def _snakemake_dry_run(study: dict[str, Any], tmp_path: Path) -> subprocess.Comp
     cfg = tmp_path / "bad.yaml"
     cfg.write_text(yaml.safe_dump(study, sort_keys=False))
     return subprocess.run(
-        [sys.executable, "-m", "snakemake", "-n", f"--configfile={cfg}"],
+        [sys.executable, "-m", "snakemake", "-n", f"--configfile={cfg}", *results_config(tmp_path / "r")],
         cwd=REPO,
         capture_output=True,
         text=True,

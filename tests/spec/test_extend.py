@@ -32,6 +32,7 @@ from coolsampler.train.overrides import (
 from coolsampler.train.paths import Layout, run_paths
 from coolsampler.train.prefetch import prefetch_model
 from coolsampler.worker.rewards import compute_score
+from tests.dry_run import results_config, temp_results
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURE = REPO / "tests" / "fixtures" / "extend"
@@ -125,9 +126,10 @@ def test_the_fixture_reward_scores_through_compute_score_when_named() -> None:
     assert compute_score("arith", "42", "42", reward=reward) == 1.0
 
 
-def test_snakemake_dry_runs_the_fixture_study() -> None:
+def test_snakemake_dry_runs_the_fixture_study(tmp_path: Path) -> None:
+    R = temp_results(tmp_path, "results/extend")
     res = subprocess.run(
-        [sys.executable, "-m", "snakemake", "-n", f"--configfile={STUDY}", "--quiet", "rules"],
+        [sys.executable, "-m", "snakemake", "-n", f"--configfile={STUDY}", "--quiet", "rules", *results_config(R)],
         cwd=REPO,
         capture_output=True,
         text=True,
@@ -135,9 +137,9 @@ def test_snakemake_dry_runs_the_fixture_study() -> None:
     )
     assert res.returncode == 0, res.stderr
     keys = list(load_study(STUDY).by_key())
-    targets = [f"results/extend/runs/{k}/metrics.parquet" for k in keys]
+    targets = [f"{R}/runs/{k}/metrics.parquet" for k in keys]
     res = subprocess.run(
-        [sys.executable, "-m", "snakemake", "-n", f"--configfile={STUDY}", *targets],
+        [sys.executable, "-m", "snakemake", "-n", f"--configfile={STUDY}", *targets, *results_config(R)],
         cwd=REPO,
         capture_output=True,
         text=True,
@@ -227,8 +229,9 @@ def test_prefetch_rule_downloads_each_pinned_model_once_for_the_train_jobs(tmp_p
     study["runs"].append({**study["runs"][0], "model": "qwen2.5-0.5b", "task": "hubsums"})
     cfg = tmp_path / "hub.yaml"
     cfg.write_text(yaml.safe_dump(study, sort_keys=False))
+    R = temp_results(tmp_path, "results/hubmodels")
     run = lambda *a: subprocess.run(  # noqa: E731
-        [sys.executable, "-m", "snakemake", "-n", f"--configfile={cfg}", *a],
+        [sys.executable, "-m", "snakemake", "-n", f"--configfile={cfg}", *a, *results_config(R)],
         cwd=REPO,
         capture_output=True,
         text=True,
@@ -245,7 +248,7 @@ def test_prefetch_rule_downloads_each_pinned_model_once_for_the_train_jobs(tmp_p
     # a train job waits for its model's prefetch and holds the model's GPUs
     s = study_from_dict(study)
     big = next(r for r in s.runs if r.model == "qwen2.5-14b")
-    res = run(f"results/hubmodels/runs/{big.key}/train.jsonl")
+    res = run(f"{R}/runs/{big.key}/train.jsonl")
     assert res.returncode == 0, res.stderr
     assert f"results/models/hub/Qwen/Qwen2.5-14B/{REV}/prefetch.json" in res.stdout
     assert re.search(r"resources: .*\bgpu=8\b", res.stdout)

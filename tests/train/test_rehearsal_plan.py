@@ -23,6 +23,7 @@ from coolsampler.train.rehearsal import (
     arm,
     choose_runs,
 )
+from tests.dry_run import results_config, temp_results
 from tests.stack.rehearsal import GUARDED, PAPER, REHEARSAL, REPO, TWO_RANK
 
 
@@ -104,9 +105,10 @@ def test_rehearsal_data_takes_the_tasks_own_reward_route(task, tmp_path):
     assert pd.read_parquet(only[list(paths)[0]]).equals(pd.read_parquet(paths[list(paths)[0]]))
 
 
-def test_dry_run_rehearsal_lists_every_arm_on_the_toy_model():
+def test_dry_run_rehearsal_lists_every_arm_on_the_toy_model(tmp_path):
+    R = temp_results(tmp_path)
     res = subprocess.run(
-        [sys.executable, "-m", "snakemake", "-n", "--configfile=config/paper.yaml", "rehearsal"],
+        [sys.executable, "-m", "snakemake", "-n", "--configfile=config/paper.yaml", "rehearsal", *results_config(R)],
         cwd=REPO,
         capture_output=True,
         text=True,
@@ -114,17 +116,17 @@ def test_dry_run_rehearsal_lists_every_arm_on_the_toy_model():
         check=False,
     )
     assert res.returncode == 0, res.stderr[-3000:]
-    trains = set(re.findall(r"output: results/rehearsal/runs/(\S+?)/train\.jsonl", res.stdout))
+    trains = set(re.findall(rf"output: {re.escape(str(R))}/rehearsal/runs/(\S+?)/train\.jsonl", res.stdout))
     assert trains == {r.key for r in REHEARSAL.runs}
-    two = set(re.findall(r"output: results/rehearsal/two-rank/runs/(\S+?)/train\.jsonl", res.stdout))
+    two = set(re.findall(rf"output: {re.escape(str(R))}/rehearsal/two-rank/runs/(\S+?)/train\.jsonl", res.stdout))
     assert two == {r.key for r in TWO_RANK.runs}
     assert "results/models/toy-qwen2-rehearsal/model.safetensors" in res.stdout
-    assert not re.search(r"output: results/runs/", res.stdout)  # no paper run is trained
+    assert not re.search(rf"output: {re.escape(str(R))}/runs/", res.stdout)  # no paper run is trained
 
 
-def test_smoke_study_has_no_rehearsal():
+def test_smoke_study_has_no_rehearsal(tmp_path):
     res = subprocess.run(
-        [sys.executable, "-m", "snakemake", "-n", "rehearsal"],
+        [sys.executable, "-m", "snakemake", "-n", "rehearsal", *results_config(tmp_path / "r")],
         cwd=REPO,
         capture_output=True,
         text=True,

@@ -13,6 +13,7 @@ Light: it imports neither verl, vLLM nor torch, and neither do the rules it runs
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import subprocess
 import sys
 from pathlib import Path
@@ -25,6 +26,34 @@ from coolsampler.spec.shipped import CONFIG
 from coolsampler.spec.study import StudyError
 from coolsampler.spec.yaml_file import load_yaml
 from coolsampler.train.version import REPO  # this package's checkout: its Snakefile draws
+
+# What the light install (``pip install .``) runs: every command but these, which say what they need.
+NEEDS_WORKFLOW = "figures"
+NEEDS_TRAINING_STACK = ("verl-check", "acceptance")
+
+
+def workflow_missing(repo: Path | None = None) -> str | None:
+    """Why this install cannot draw (None when it can): the figures are the Snakefile's rules, run by
+    Snakemake, so ``figures`` needs a checkout of the repository (its Snakefile beside this package) and
+    the workflow install; the light install has neither, and would fail with Snakemake's
+    "No module named snakemake", then "Snakefile not found"."""
+    repo = REPO if repo is None else repo
+    lack = []
+    if not (repo / "Snakefile").is_file():
+        lack.append(f"a checkout of the repository (no Snakefile at {repo})")
+    try:
+        snakemake = importlib.util.find_spec("snakemake")
+    except (ImportError, ValueError):  # a broken or blocked installation: not one that can run the rules
+        snakemake = None
+    if snakemake is None:
+        lack.append("Snakemake (not installed here)")
+    if not lack:
+        return None
+    return (
+        f"needs {' and '.join(lack)}: in a clone of the repository, run `bash workflow/tools/setup_env.sh`"
+        " (or `pip install -e '.[workflow]'`) and run this command there; the light install (`pip install .`)"
+        f" runs every command but {', '.join((NEEDS_WORKFLOW, *NEEDS_TRAINING_STACK))}"
+    )
 
 
 def recorded_studies(results: Path) -> set[str]:
@@ -133,6 +162,9 @@ def figures(
 
 
 def _figures(args: argparse.Namespace) -> int:
+    if (problem := workflow_missing()) is not None:
+        print(f"coolsampler figures: {problem}", file=sys.stderr)
+        return 2
     return figures(args.results, args.study, cores=args.cores, dry_run=args.dry_run, report=not args.no_report)
 
 

@@ -87,6 +87,9 @@ class Diagnostic:
     threshold: float
     sensitivity: tuple[float, ...]
     robust: bool = True
+    # The values the signal can take, (low, high), None where unbounded: a guard threshold outside them
+    # fires at every reading or at none (coolsampler.spec.guard.check_guard_fits).
+    bounds: tuple[float | None, float | None] = (None, None)
 
     @property
     def reads(self) -> str:
@@ -104,23 +107,26 @@ def threshold_text(t: float) -> str:
 
 
 # The lead table's rows, in the order it prints them: the paper's own reading first.
+# Bounds: k1 and the log(1 + chi^2) bounds are estimates over the sampled tokens and may fall below 0;
+# k3 and an absolute gap are >= 0; the ESS fraction 1 / mean((w / mean w)^2) is in (0, 1] (Jensen);
+# a fraction of tokens and a gap of probabilities are in [0, 1].
 DIAGNOSTICS: tuple[Diagnostic, ...] = (
     Diagnostic("kl", "kl", "forward KL k1 (the paper's)", "nat", True, KL_NATS, KL_RANGE, robust=False),
     Diagnostic("kl_median", "kl", "forward KL k1", "nat", True, KL_NATS, KL_RANGE),
-    Diagnostic("k3", "k3_kl", "forward KL k3", "nat", True, KL_NATS, KL_RANGE),
+    Diagnostic("k3", "k3_kl", "forward KL k3", "nat", True, KL_NATS, KL_RANGE, bounds=(0.0, None)),
     Diagnostic("rkl_token", "rkl_bound_token", "reverse-KL bound log(1+chi2_token)", "nat", True, RKL_TOKEN_NATS,
                RKL_TOKEN_RANGE),
     Diagnostic("rkl_seq", "rkl_bound_seq", "reverse-KL bound log(1+chi2_seq)", "nat/response", True, RKL_SEQ_NATS,
                RKL_SEQ_RANGE),
-    Diagnostic("ess", "is_ess", "IS effective sample size", "", False, ESS_FRACTION, ESS_RANGE),
+    Diagnostic("ess", "is_ess", "IS effective sample size", "", False, ESS_FRACTION, ESS_RANGE, bounds=(0.0, 1.0)),
     Diagnostic("is_high", "is_cap_frac", "tokens with IS weight above the cap", "", True, WEIGHT_FRACTION,
-               WEIGHT_FRACTION_RANGE),
+               WEIGHT_FRACTION_RANGE, bounds=(0.0, 1.0)),
     Diagnostic("is_low", "is_low_frac", "tokens with IS weight below 1/cap", "", True, WEIGHT_FRACTION,
-               WEIGHT_FRACTION_RANGE),
+               WEIGHT_FRACTION_RANGE, bounds=(0.0, 1.0)),
     Diagnostic("log_ppl", "log_ppl_abs_diff", "log-perplexity gap per response (abs.)", "nat", True, LOG_PPL_NATS,
-               LOG_PPL_RANGE),
+               LOG_PPL_RANGE, bounds=(0.0, None)),
     Diagnostic("probs_diff", "probs_diff_mean", "token probability gap, mean of abs(pi - q)", "", True, PROBS_DIFF,
-               PROBS_DIFF_RANGE),
+               PROBS_DIFF_RANGE, bounds=(0.0, 1.0)),
 )  # fmt: skip
 BY_NAME: dict[str, Diagnostic] = {d.name: d for d in DIAGNOSTICS}
 

@@ -58,6 +58,7 @@ from coolsampler.spec.diagnostics import (
     Diagnostic,
     crossed,
     diagnostic,
+    min_logged,
     threshold_text,
     trailing_median,
 )
@@ -205,6 +206,51 @@ def schedule_token(schedule: Iterable[int]) -> str:
     directory name; the study that lists the run holds it, as it holds extra verl overrides)."""
     text = ",".join(str(s) for s in check_schedule(schedule))
     return "sch" + hashlib.sha256(text.encode()).hexdigest()[:8]
+
+
+# --------------------------------------------------------------------------------------------------
+# What a guard can do within its run's N
+
+
+def check_guard_fits(spec: GuardSpec, N: int) -> None:
+    """A ValueError (one line, ``guard.<key>: ...``) for a guard that cannot act as a guard at interval
+    ``N``: one whose first possible signal refresh, at ``max(min, min_logged(window))`` steps since the
+    last refresh (``RefreshGate.decide``), comes no earlier than the N-th step, where the interval
+    refreshes anyway, so the run trains exactly as fixed N under a key and a cost that name a guard; and
+    one whose threshold lies outside the values its signal can take (``Diagnostic.bounds``), so that it
+    fires at every reading (the run becomes fixed ``min``) or at none (fixed N)."""
+    need = min_logged(spec.window)
+    if spec.min > N:
+        raise ValueError(f"guard.min: {spec.min} exceeds N {N}; allowed: 1..N (N is the longest interval)")
+    if need >= N:
+        raise ValueError(
+            f"guard.window: {spec.window} needs {need} readings since the last refresh before it is read,"
+            f" and N {N} refreshes by then; allowed: a window of at most {2 * N - 3} (its median needs"
+            " window//2+1 readings) or a larger N"
+            if N > 1
+            else f"guard.window: a guard at N {N} never refreshes before the interval does; allowed: N >= 2"
+        )
+    if spec.min == N:
+        raise ValueError(
+            f"guard.min: {spec.min} equals N {N}: the guard could refresh only when the interval does;"
+            f" allowed: 1..{N - 1}"
+        )
+    d = spec.diagnostic
+    low, high = d.bounds
+    t, op = spec.threshold, ">" if d.above else "<"
+    fires = None
+    if high is not None and (t >= high if d.above else t > high):
+        fires = "no" if d.above else "every"
+    elif low is not None and (t < low if d.above else t <= low):
+        fires = "every" if d.above else "no"
+    if fires is not None:
+        lo = "-inf" if low is None else threshold_text(low)
+        hi = "inf" if high is None else threshold_text(high)
+        inside = f"({lo}, {hi})" if d.above else f"({lo}, {hi}]"
+        raise ValueError(
+            f"guard.threshold: {threshold_text(t)} is outside the values {d.name} takes ({lo}..{hi}), so"
+            f" '{d.name} {op} {threshold_text(t)}' holds at {fires} reading; allowed: a threshold in {inside}"
+        )
 
 
 # --------------------------------------------------------------------------------------------------
@@ -413,6 +459,7 @@ __all__ = [
     "Decision",
     "GuardSpec",
     "RefreshGate",
+    "check_guard_fits",
     "check_schedule",
     "check_signal_logged",
     "default_window",

@@ -16,6 +16,8 @@ Nothing here touches the file system; no verl, vLLM or torch.
 
 from __future__ import annotations
 
+import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,6 +33,10 @@ REHEARSAL_MODEL = "toy-qwen2-rehearsal"  # the rehearsal's stand-in for every mo
 FINGERPRINTS = "config/fingerprints"
 RUN_FILES = ("run.yaml", "train.jsonl", "train.log", "train.benchmark.tsv", "metrics.parquet", "status.json")
 
+
+# The installed package (workflow/coolsampler): no study's results may go inside it.
+PACKAGE = Path(__file__).resolve().parents[1]
+NAME_MAX = 255  # bytes in one path component where the file system does not say (Linux, macOS, Windows)
 
 RUNS = "runs"  # R/runs/<run key>: one directory per run
 KEY_PARTS = 3  # a run key is <model>/<task>/<settings> (coolsampler.spec.study.Run.key)
@@ -60,6 +66,71 @@ def key_of(run_dir: str | Path) -> str:
 def key_of_file(path: str | Path) -> str:
     """The run key of a file in a run directory (``.../runs/<key>/metrics.parquet``)."""
     return key_of(Path(path).parent)
+
+
+_VAR = re.compile(r"\$(?:\{(?P<braced>[^}]*)\}|(?P<bare>[A-Za-z_][A-Za-z0-9_]*))")
+
+
+def name_max(near: str | Path = ".") -> int:
+    """The longest file name (bytes) the file system holding ``near`` (or its nearest existing parent)
+    takes: ``os.pathconf``'s PC_NAME_MAX where it answers, else ``NAME_MAX``."""
+    p = Path(near).absolute()
+    while not p.exists() and p != p.parent:
+        p = p.parent
+    try:
+        return int(os.pathconf(p, "PC_NAME_MAX"))
+    except (AttributeError, OSError, ValueError):
+        return NAME_MAX
+
+
+def long_component(path: str | Path, limit: int | None = None) -> str | None:
+    """The first component of ``path`` longer (in bytes) than the file system takes, or None."""
+    limit = name_max(path) if limit is None else limit
+    return next((c for c in Path(path).parts if len(os.fsencode(c)) > limit), None)
+
+
+def expand_results(value: str) -> str:
+    """A results path as the shell would expand it: ``~`` and ``~user`` first, then ``$VAR`` and
+    ``${VAR}``. ValueError (one line) for a variable that is not set or a ``~user`` with no home:
+    left as written, either would become a literal folder of that name, beside the one meant, and
+    every run in it would be trained again."""
+    out = os.path.expanduser(value)
+    if out.startswith("~"):
+        user = out[1:].split("/", 1)[0]
+        raise ValueError(f"{value!r}: ~{user} names no user's home folder; allowed: ~, ~/path or an existing user")
+    for m in _VAR.finditer(out):
+        name = m["braced"] if m["braced"] is not None else m["bare"]
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name or ""):
+            raise ValueError(f"{value!r}: {m[0]} is not a variable the shell expands; allowed: $NAME or ${{NAME}}")
+        if name not in os.environ:
+            raise ValueError(f"{value!r}: the environment variable {name} is not set; set it or write the path")
+    return os.path.expandvars(out)
+
+
+def check_results(results: str | Path, config: dict[str, Any] | None = None) -> None:
+    """Refuse a results folder no study may have, with a one-line ValueError: an empty path, one inside
+    the installed package (``PACKAGE``: a reinstall or ``git clean`` removes it), one inside the shared
+    data, models or build folder (``Layout.data`` ...: the rules write and replace those for every
+    study), or one with a name longer than the file system takes (every run would fail on its first
+    write, after its data and model were prepared)."""
+    text = str(results)
+    if not text.strip():
+        raise ValueError("empty; allowed: a folder path, e.g. results/<study name>")
+    if (long := long_component(text)) is not None:
+        raise ValueError(
+            f"the name {long[:40]!r}... is {len(os.fsencode(long))} bytes; allowed: names of at most"
+            f" {name_max(text)} bytes (the file system's limit)"
+        )
+    where = Path(text).resolve()
+    layout = Layout.from_config(config or {}, text)
+    inside = {"the installed package": PACKAGE}
+    inside |= {f"the shared {what} folder": Path(p).resolve() for what, p in
+               (("data", layout.data), ("models", layout.models), ("build", layout.build))}  # fmt: skip
+    for what, folder in inside.items():
+        if where == folder or folder in where.parents:
+            raise ValueError(
+                f"{text!r} is inside {what} ({folder}); allowed: a folder of its own, e.g. results/<study name>"
+            )
 
 
 @dataclass(frozen=True)

@@ -47,7 +47,7 @@ from coolsampler.spec.guard import (
     schedule_token,
 )
 from coolsampler.spec.inputs import InputError
-from coolsampler.spec.layout import KEY_PARTS, Layout
+from coolsampler.spec.layout import KEY_PARTS, Layout, check_results, expand_results
 from coolsampler.spec.registry import study_models, study_tasks
 from coolsampler.spec.settings import (
     CORRECTIONS,
@@ -519,6 +519,20 @@ def load_study(
     return study_from_dict(raw, origin=origin, results=results, check_overrides=check_overrides)
 
 
+def study_results(raw: Mapping[str, Any], origin: str, results: str | Path | None = None) -> Path:
+    """The one folder a study's results go to, whichever command asks (the rules through common.smk,
+    status, plan, claims): ``results`` (a command's flag) or the study's ``results:``, expanded as the
+    shell would (``~``, ``$VAR``), else ``results/<name>``. A StudyError naming ``results`` refuses
+    an unset variable, an empty path, and a folder no study may have (``layout.check_results``)."""
+    value = str(results) if results is not None else raw.get("results", f"results/{raw['name']}")
+    try:
+        path = expand_results(value)
+        check_results(path, dict(raw))
+    except ValueError as err:
+        raise StudyError(f"{origin}: results: {err}") from None
+    return Path(path)
+
+
 def study_from_dict(
     raw: Any, *, origin: str = "study", results: str | Path | None = None, check_overrides: OverrideCheck | None = None
 ) -> Study:
@@ -554,7 +568,7 @@ def study_from_dict(
     study_screen(raw, origin)
     study = Study(
         name=raw["name"],
-        results=Path(results if results is not None else raw.get("results", f"results/{raw['name']}")),
+        results=study_results(raw, origin, results),
         runs=runs,
         figures=raw.get("figures", {}) or {},
         # the trackers: console and file always (progress lines, train.jsonl), then the ones the study names

@@ -17,7 +17,8 @@ from typing import Any
 import jsonschema
 
 from coolsampler.spec import corrections
-from coolsampler.spec.guard import GuardSpec, check_schedule, check_signal_logged
+from coolsampler.spec.guard import GuardSpec, check_guard_fits, check_schedule, check_signal_logged
+from coolsampler.spec.layout import name_max
 from coolsampler.spec.settings import MODELS, TASKS, Model, Task
 from coolsampler.spec.targets import TARGETS, OptionError, panel_filters, target_options
 from coolsampler.spec.temperature import controller_spec
@@ -210,12 +211,33 @@ def check_study(raw: Any, origin: str) -> None:
             err = max(deeper, key=lambda e: len(list(e.absolute_path)))
         err = _tb_branch(err) or _mapping_branch(err) or err
         raise StudyError(_message(origin, err))
+    check_name_lengths(raw, origin)
     timeout, stall = raw.get("timeout_min"), raw.get("stall_min")
     if timeout is not None and stall is not None and stall >= timeout:
         raise StudyError(
             f"{origin}: stall_min: {stall} is not below timeout_min {timeout};"
             " allowed: stall_min < timeout_min (a watchdog longer than the job's time limit never fires)"
         )
+
+
+# A world's model and task are named <world>-<8 hex> in a run key and on disk (coolsampler.spec.world).
+WORLD_SUFFIX = 9
+
+
+def check_name_lengths(raw: dict[str, Any], origin: str) -> None:
+    """Each name that becomes a folder (the study's ``results/<name>``, a model's or task's run-key part
+    and models/ folder, a world's ``<name>-<key>``) fits one file name of the file system, so that a
+    run does not fail at its first write, after its data and model were prepared."""
+    limit = name_max()
+    names = [("name", raw.get("name"), 0)]
+    for block, extra in (("models", 0), ("tasks", 0), ("worlds", WORLD_SUFFIX)):
+        names += [(f"{block}.{k if len(k) <= 40 else k[:37] + '...'}", k, extra) for k in raw.get(block) or {}]
+    for field, value, extra in names:
+        if isinstance(value, str) and len(value.encode()) + extra > limit:
+            raise StudyError(
+                f"{origin}: {field}: a name of {len(value.encode())} bytes is longer than a file name may be;"
+                f" allowed: at most {limit - extra} bytes"
+            )
 
 
 # What an unknown model or task name is told: where a study defines its own (one line, with an example).
@@ -267,8 +289,10 @@ def check_run_settings(
             " allowed: toy-qwen2 with arith, the Qwen2.5-Math models with gsm8k or math"
         )
     steps = int(s.get("steps", tasks[s["task"]].steps))
-    if int(s.get("val_every", tasks[s["task"]].val_every)) > steps:
-        raise StudyError(f"{where}.val_every: {s.get('val_every')} exceeds steps {steps}; allowed: 1..steps")
+    val_every = int(s.get("val_every", tasks[s["task"]].val_every))
+    if val_every > steps:
+        said = str(val_every) if "val_every" in s else f"not set, so task {s['task']}'s default {val_every},"
+        raise StudyError(f"{where}.val_every: {said} exceeds steps {steps}; allowed: val_every: 1..{steps}")
     kind, params = controller_spec(s["Tb"])  # the temperature grammar's one parser
     if kind != "fixed" and s.get("Tl") == "tied":
         raise StudyError(f"{where}.Tl: 'tied' with a {kind} Tb; allowed: a number")
@@ -299,8 +323,7 @@ def check_refresh(s: dict[str, Any], where: str, steps: int) -> None:
             if schedule is not None:
                 raise ValueError("guard: with N: {schedule: ...}; allowed: a guard or a schedule, not both")
             spec = GuardSpec.from_config(guard)
-            if spec.min > int(N):
-                raise ValueError(f"guard.min: {spec.min} exceeds N {N}; allowed: 1..N (N is the longest interval)")
+            check_guard_fits(spec, int(N))
             check_signal_logged(spec.signal, s["correction"])
     except ValueError as err:
         raise StudyError(f"{where}.{err}") from None
