@@ -134,8 +134,10 @@ def unlogged_line(table: pd.DataFrame) -> str:
     names = unlogged(table)
     if not names:
         return ""
-    settings = dict.fromkeys(PROVIDED_BY.get(D.BY_NAME[n].column, "unknown").split(", computed from")[0] for n in names)
-    labels = ", ".join(D.BY_NAME[n].label for n in names)
+    settings = dict.fromkeys(
+        PROVIDED_BY.get(D.LEAD_BY_NAME[n].column, "unknown").split(", computed from")[0] for n in names
+    )
+    labels = ", ".join(D.LEAD_BY_NAME[n].label for n in names)
     return f"Not logged in any of these runs, so left out below: {labels}. To log them: {'; '.join(settings)}."
 
 
@@ -154,7 +156,8 @@ def leads_markdown(table: pd.DataFrame, *, heading: str = "##") -> str:
     ``table``: ``results.diagnostics.lead_table`` of a study's runs (degraded and stable)."""
     missing, gone = unlogged_line(table), set(unlogged(table))
     table = table[~table["diagnostic"].isin(gone)] if len(table) else table
-    shown = [d for d in D.DIAGNOSTICS if d.name not in gone]
+    present = set(table["diagnostic"]) if len(table) else set()
+    shown = [d for d in D.LEAD_DIAGNOSTICS if d.name not in gone and (d.name in present or d in D.DIAGNOSTICS)]
     bad = D.degraded(table)
     runs = list(dict.fromkeys(bad["key"])) if len(bad) else []
     stable = D.stable(table)["key"].nunique() if len(table) else 0
@@ -173,7 +176,7 @@ def leads_markdown(table: pd.DataFrame, *, heading: str = "##") -> str:
     for key in runs:
         onset = int(bad.loc[bad["key"] == key, "onset"].iloc[0])
         first = D.earliest(bad[bad["key"] == key]).get(key, [])
-        which = ", ".join(D.BY_NAME[n].label for n in first) if first else "none crossed"
+        which = ", ".join(D.LEAD_BY_NAME[n].label for n in first) if first else "none crossed"
         out += ["", f"{heading}# `{key}`: onset at step {onset}; first to cross: {which}", ""]
         out.append(to_markdown(run_display(bad, key)).rstrip())
     return "\n".join(out) + "\n"
@@ -290,7 +293,7 @@ def _fraction_panel(
         if _has(metrics, column):
             _curve(ax, metrics, column, colour, label, median=median, floor=None)
     for name in thresholds:
-        _threshold(ax, D.BY_NAME[name])
+        _threshold(ax, D.LEAD_BY_NAME[name])
     ax.set_ylim(0.0, 1.05)
     ax.set_ylabel(ylabel)
 
@@ -366,7 +369,7 @@ def run_diagnostics(
     m = metrics if has else pd.DataFrame({"step": pd.Series(dtype="int64")})
     table = D.run_leads(key, m) if has else pd.DataFrame(columns=D.LEAD_COLUMNS)
     onset = D.onset_of(m) if has else None
-    by = D.BY_NAME
+    by = D.LEAD_BY_NAME
     (a, b), (c, dd), (e, f), (g, h) = ax
 
     # (a) accuracy
@@ -438,7 +441,7 @@ def run_diagnostics(
         verdict = "no onset (stable under Section 2)"
     elif first:
         lead = table[(table["diagnostic"] == first[0]) & table["chosen"]]["lead"].iloc[0]
-        verdict = f"onset at step {onset}; first to cross: {D.BY_NAME[first[0]].label} (lead {int(lead):+d})"
+        verdict = f"onset at step {onset}; first to cross: {D.LEAD_BY_NAME[first[0]].label} (lead {int(lead):+d})"
     else:
         verdict = f"onset at step {onset}; no diagnostic crossed its threshold"
     colour = "#1a7f37" if status is not None and status.complete else "#b00000"

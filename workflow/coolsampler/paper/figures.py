@@ -274,6 +274,21 @@ def _growth_panel(ax: Axes, entries: Sequence[RunEntry], title: str, **kw: Any) 
     ax.set_ylabel("KL growth: KL(t) - KL(step 1) (nats/token)", fontsize=S.TEXT_PT)
 
 
+def _lag_panel(ax: Axes, entries: Sequence[RunEntry], title: str, **kw: Any) -> None:
+    """Each run's lag (``lag_max``, the step's oldest sample; the mean where only it is logged), in learner
+    steps: the gate's sawtooth from 0 to N-1, a queue's lag near its depth, another trainer's as it logs it
+    (coolsampler.spec.lag)."""
+    lagged = []
+    for settings, metrics, status in entries:
+        if metrics is not None and "lag_max" in metrics:
+            lag = metrics["lag_max"].where(metrics["lag_max"].notna(), metrics["lag_mean"])
+            metrics = pd.DataFrame({"step": metrics["step"].to_numpy(), "lag": lag.to_numpy()})
+        lagged.append((settings, metrics, status))
+    plot_runs(ax, lagged, "lag", lw=0.8, **kw)
+    _step_axis(ax, entries, title, refresh=lagged)
+    ax.set_ylabel("lag: learner steps behind (oldest sample)", fontsize=S.TEXT_PT)
+
+
 def _new_figure(
     width: float, height: float, entries: Sequence[RunEntry], caption: Sequence[str], **kw: Any
 ) -> tuple[Figure, Any]:
@@ -330,7 +345,7 @@ def fig1(
     ``titles``: a panel's title where its runs share no model or task to name it by (own logs).
     ``screen``: a study's world screen (``results.world_screen.screen_table``), drawn as a table under
     the panels, so the figure shows the properties of the world it was drawn in beside its rivals'."""
-    names = ["a", "b", "c"] if "c" in panels else ["a", "b"]
+    names = ["a", "b", *(n for n in ("c", "lag") if n in panels)]
     a, b = panels.get("a", []), panels.get("b", [])
     both = _unique_entries(panels, names)
     caption = _kl_caption(selection, names, options)
@@ -345,6 +360,8 @@ def fig1(
     if "c" in panels:
         c = panels["c"]
         _growth_panel(ax[0, 2], c, titles.get("c") or panel_title("c", c, "KL growth"), **shown)
+    if "lag" in panels:  # the lag of each run, beside accuracy and KL (own logs; a queue study)
+        _lag_panel(ax[0, names.index("lag")], panels["lag"], titles.get("lag") or "lag", **shown)
     if rows:
         spec = ax[1, 0].get_subplotspec().get_gridspec()
         for extra in ax[1, :]:

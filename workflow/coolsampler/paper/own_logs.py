@@ -22,7 +22,7 @@ from coolsampler.paper.labels import DASH
 from coolsampler.paper.tables import f3, fkl, flead, fstep, is_missing, table1_frames
 from coolsampler.paper.writers import to_latex, to_markdown
 from coolsampler.results.analysis import LENGTH_UNKNOWN, summarize_run
-from coolsampler.results.diagnostics import lead_table
+from coolsampler.results.diagnostics import LEAD_DIAGNOSTICS, lead_table
 from coolsampler.results.guard import REPLAY_NOTE, logged_schedule, replay_guard, replay_text, schedule_line
 from coolsampler.results.own_logs import (
     Entry,
@@ -268,6 +268,7 @@ def analyze_report(
             extra.append(line)
         block = run_text(path, summary, s, how, status)
         s["lag_summary"] = lag_summary(metrics, loaded.lag, summary.get("onset"))
+        s["onset_step"] = summary.get("onset")
         block = "\n".join([block, *lag_lines(s, s["lag_summary"]), *extra, *missing_lines(metrics)])
         if s.get("guard") and (logged := logged_schedule(metrics)):  # a guard run: its refreshes, replayable
             block += f"\n   its logged refreshes as an open-loop schedule: {schedule_line(logged)}"
@@ -293,7 +294,7 @@ def analyze_report(
         few = sum(1 for n in arms if n <= 2)
         if few:
             blocks.append(VOLATILITY_NOTE.format(n=few, total=len(arms)))
-        leads = lead_table(entries)
+        leads = lead_table(entries, LEAD_DIAGNOSTICS)  # the lag, too, as a candidate warning
         events = events_frame(entries)
         tables["events"] = (events, events)
         # each lead with the resolution of its onset: the validation interval, the validation before it
@@ -305,9 +306,66 @@ def analyze_report(
             + "\n\nEvery onset is a validation step: the drop it marks lies between it and the validation"
             " before it, so each lead is known only to the validation interval (each run's 'resolution' line)."
         )
+        lag_block, lag_frame = lag_table(entries)
+        tables["lag"] = (lag_frame, lag_frame)
+        blocks.append(lag_block)
         if guard is not None:
             blocks.append(f"Guard replay ({guard.text()}): under each run above. {REPLAY_NOTE}")
     return Report("\n\n".join(blocks) + "\n", errors, entries, tables)
+
+
+def lag_table(entries: Sequence[Entry]) -> tuple[str, pd.DataFrame]:
+    """Across runs: each run's lag against its degradation, and what the runs say together: the lags the
+    degraded runs had at their onsets beside the largest lag the others reached without degrading. Said
+    plainly where the logs cannot tell (no run measures its lag, or none varied)."""
+    rows = []
+    for s, _m, _st in entries:
+        ls: LagSummary = s["lag_summary"]
+        lag: Lag | None = s.get("lag")
+        onset = s.get("onset_step")
+        rows.append(
+            {
+                "run": s.get("key"),
+                "system": s.get("system", "verl"),
+                "lag": (lag.kind if lag is not None and lag.kind else "none"),
+                "degraded": onset is not None,
+                "onset": onset,
+                "lag at onset (max)": ls.at_onset_max,
+                "largest lag before onset / with no degradation": ls.max_undegraded,
+                "dropped as too stale": ls.drops,
+                "configured bound": lag.bound if lag is not None else None,
+            }
+        )
+    frame = pd.DataFrame(rows)
+    disp = frame.astype(object)
+    for col in frame.columns[4:]:
+        disp[col] = [fnum(None if pd.isna(v) else float(v)) for v in frame[col]]
+    disp["degraded"] = ["yes" if d else "no" for d in frame["degraded"]]
+    measured = [s for s, _, _ in entries if s.get("lag") is not None and s["lag"].measured]
+    varied = [s for s in measured if s["lag_summary"].varied]
+    if not measured:
+        verdict = (
+            "The logs cannot tell whether staleness hurt: no run measures its lag (a bound, where shown, is a ceiling)."
+        )
+    elif not varied:
+        verdict = (
+            "The logs cannot tell whether staleness hurt: no run's lag varied, so no lag can be set against a fall."
+        )
+    else:
+        bad = [s["lag_summary"].at_onset_max for s in varied if s.get("onset_step") is not None]
+        good = [s["lag_summary"].max_undegraded for s in varied]
+        bad = [b for b in bad if b is not None]
+        good = [g for g in good if g is not None]
+        parts = []
+        if bad:
+            span = fnum(min(bad)) if min(bad) == max(bad) else f"{fnum(min(bad))}-{fnum(max(bad))}"
+            parts.append(f"the degraded runs were at lag {span} at their onsets")
+        if good:
+            parts.append(
+                f"the largest lag any run reached before degrading (or at all, if it never did) is {fnum(max(good))}"
+            )
+        verdict = "Across runs: " + "; ".join(parts) + "." if parts else "No lag reading at any onset."
+    return "# Lag against degradation\n\n" + to_markdown(disp).rstrip() + "\n\n" + verdict, frame
 
 
 TABLE_FORMATS = ("md", "csv", "json", "tex")
@@ -315,6 +373,7 @@ TABLE_TITLES = {
     "table1": "Table 1 style summary of the analysed runs",
     "events": "Degradation events of each run",
     "leads": "Staleness diagnostics against the onset",
+    "lag": "Lag against degradation",
 }
 
 
@@ -379,8 +438,18 @@ def draw(entries: Sequence[Entry], path: str | Path) -> Path:
         colour = colours.setdefault(arm, RUN_COLOURS[len(colours) % len(RUN_COLOURS)])
         seed = s.get("seed") if s.get("seed_known") else None  # no "seed 1" legend for a run nobody seeded
         # the legend names the arm (its key, less the seed where seeds pool), its N and Tb
-        label = f"{s.get('arm_name') or s.get('key', '')}: N={s.get('N')}, Tb={s.get('Tb')}"
+        name = s.get("arm_name") or s.get("key", "")
+        lag = s.get("lag")
+        if s.get("N"):
+            label = f"{name}: N={s.get('N')}, Tb={s.get('Tb')}"
+        else:  # another trainer's run: no refresh interval, its lag says how stale it was
+            label = (
+                f"{name}: {s.get('system', 'verl')}, lag {lag.kind if lag is not None and lag.kind else 'not logged'}"
+            )
         named.append(({**s, "label": label, "colour": colour, "seed": seed}, m, st))
-    titles = {"a": "(a) validation accuracy", "b": "(b) learner-sampler KL"}
-    fig1({"a": named, "b": named}, Provenance.here("own logs", script="coolsampler analyze"), [path], titles=titles)
+    titles = {"a": "(a) validation accuracy", "b": "(b) learner-sampler KL", "lag": "(c) lag"}
+    panels = {"a": named, "b": named}
+    if any(m["lag_max"].notna().any() or m["lag_mean"].notna().any() for _, m, _ in named):
+        panels["lag"] = named  # the lag beside accuracy and KL, where a run logs or derives one
+    fig1(panels, Provenance.here("own logs", script="coolsampler analyze"), [path], titles=titles)
     return path

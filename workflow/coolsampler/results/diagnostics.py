@@ -43,6 +43,8 @@ from coolsampler.spec.diagnostics import (  # noqa: F401 (defined in the spec la
     DIAGNOSTICS,
     ESS_FRACTION,
     KL_NATS,
+    LEAD_BY_NAME,
+    LEAD_DIAGNOSTICS,
     LOG_PPL_NATS,
     PROBS_DIFF,
     RKL_SEQ_NATS,

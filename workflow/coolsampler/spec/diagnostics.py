@@ -130,6 +130,19 @@ DIAGNOSTICS: tuple[Diagnostic, ...] = (
 )  # fmt: skip
 BY_NAME: dict[str, Diagnostic] = {d.name: d for d in DIAGNOSTICS}
 
+LAG_STEPS = 8.0
+"""A sample more than 8 learner steps older than the learner: verl 0.9.1's own default bound on the lag
+(trainer.v1.sampler.max_off_policy_threshold: 8, trainer/config/ppo_trainer.yaml), and prime-rl's
+(orchestrator.max_off_policy_steps: 8): past it, the trainers themselves call a sample too stale."""
+LAG_RANGE = (4.0, 8.0, 16.0)
+
+# The lag as a candidate warning, beside the mismatch diagnostics, in the lead tables of one's own logs: read
+# per step (a lag is a count, not a batch mean). Not a guard signal: a guard on the lag is a refresh interval.
+LAG = Diagnostic("lag", "lag_max", "lag, the step's oldest sample", "steps", True, LAG_STEPS, LAG_RANGE, robust=False,
+                 bounds=(0.0, None))  # fmt: skip
+LEAD_DIAGNOSTICS: tuple[Diagnostic, ...] = (*DIAGNOSTICS, LAG)
+LEAD_BY_NAME: dict[str, Diagnostic] = {d.name: d for d in LEAD_DIAGNOSTICS}  # what a lead table's row names
+
 
 def diagnostic(name: str) -> Diagnostic:
     """The diagnostic called ``name``; an unknown name is a ValueError listing the known ones."""
@@ -173,6 +186,9 @@ def crossed(d: Diagnostic, value: float | None, threshold: float | None = None) 
 __all__ = [
     "BY_NAME",
     "DIAGNOSTICS",
+    "LAG",
+    "LEAD_BY_NAME",
+    "LEAD_DIAGNOSTICS",
     "ESS_FRACTION",
     "KL_NATS",
     "LOG_PPL_NATS",
