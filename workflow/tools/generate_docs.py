@@ -7,6 +7,8 @@
 - the site's home, ``docs/index.md``, between ``<!-- front -->`` and ``<!-- /front -->``: the README's
   block between the same markers (where the project stands, the quick start, a real figure), its
   links made relative to ``docs/``. The README is the one source; edit it, then rerun this;
+- the table of other trainers' logs in ``docs/results.md`` (between ``<!-- sources -->`` and
+  ``<!-- /sources -->``), from the mappings of ``coolsampler.results.sources``;
 - in the README, the commit its Figure 1 was drawn at: the image's own stamp (the PNG's Description,
   which ``workflow/tools/figure_docs.py`` keeps), else the figure page's "Drawn at commit" line that the
   same run of ``figure_docs.py`` wrote with the image.
@@ -45,6 +47,8 @@ MEMORY_BEGIN, MEMORY_END = "<!-- memory -->", "<!-- /memory -->"
 README = REPO / "README.md"
 HOME_PAGE = REPO / "docs" / "index.md"
 FRONT_BEGIN, FRONT_END = "<!-- front -->", "<!-- /front -->"
+SOURCES_BEGIN, SOURCES_END = "<!-- sources -->", "<!-- /sources -->"
+SOURCES_PAGE = REPO / "docs" / "results.md"
 FIGURE = REPO / "docs" / "figures" / "img" / "fig1.png"
 FIGURE_PAGE = REPO / "docs" / "figures" / "fig1.md"
 README_FIGURE = re.compile(r"(Its Figure 1, drawn at commit `)([^`]+)(`)")
@@ -335,6 +339,32 @@ def readme_with_figure_commit(readme: str) -> str:
     return README_FIGURE.sub(lambda m: m[1] + figure_commit() + m[3], readme)
 
 
+def sources_block() -> str:
+    """One row per system of ``coolsampler.results.sources`` (and verl itself): what is read, what is
+    derived, what its logs cannot tell."""
+    from coolsampler.results.sources import sources
+    from coolsampler.spec.lag import LAG_KINDS
+
+    rows = [
+        "| system | its log | what is read (key → column) | the lag | what cannot be known from its logs |",
+        "|---|---|---|---|---|",
+        "| verl (V1 trainer; coolsampler's patched verl) | `<project>/<experiment>.jsonl` (file logger), console,"
+        " TensorBoard, MLflow, wandb CSV | the metrics schema's keys (`coolsampler.spec.metrics_schema`) | the gate's"
+        " staleness where the patched keys are logged, else verl's `training/off_policy/trajectory_staleness/*`"
+        " (newest version used) | the lag of each sample when a response spans versions (only `_worst` and spans) |",
+    ]
+    for src in sources().values():
+        read = "; ".join(f"`{k.key}` → `{k.column}`" for k in src.keys)
+        lag = LAG_KINDS[src.lag.kind].text if src.lag.kind else "not logged"
+        if src.bound is not None and not src.lag.measured:
+            lag += f"; bound: `{src.bound.setting}` (default {src.bound.default:g}), shown as a bound"
+        rows.append(
+            f"| {src.system} ([{src.repo}](https://github.com/{src.repo}) {src.commit[:8]}) | `{src.files}`"
+            f" ({', '.join(src.formats)}) | {read} | {lag} | {src.unknowable or '–'} |"
+        )
+    return f"{SOURCES_BEGIN}\n" + "\n".join(rows) + f"\n{SOURCES_END}"
+
+
 def with_block(page: str, begin: str, end: str, block: str) -> str:
     """``page`` with the text from ``begin`` to ``end`` (both kept) replaced by ``block``."""
     if page.count(begin) != 1 or page.count(end) != 1:
@@ -376,6 +406,7 @@ def pages() -> dict[Path, str]:
     text += ", ".join(_quantities(paired=True)) + ".\n"
     out[OUT / "claims.md"] = text
     out[MEMORY_PAGE] = with_block(MEMORY_PAGE.read_text(), MEMORY_BEGIN, MEMORY_END, memory_block())
+    out[SOURCES_PAGE] = with_block(SOURCES_PAGE.read_text(), SOURCES_BEGIN, SOURCES_END, sources_block())
     readme = readme_with_figure_commit(README.read_text())
     out[README] = readme
     out[HOME_PAGE] = with_block(HOME_PAGE.read_text(), FRONT_BEGIN, FRONT_END, front_block(readme))
