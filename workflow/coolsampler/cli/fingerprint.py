@@ -151,7 +151,10 @@ def _fingerprint(args: argparse.Namespace) -> int:
         if refused:
             print(f"nothing written: {len(refused)} input(s) refused (above); a reference without them would pass them")
             return EXIT_INPUT
-        written = fpr.write(current, here).resolve()  # in a checkout the shipped folder links to config/
+        try:
+            written = fpr.write(current, here).resolve()  # in a checkout the shipped folder links to config/
+        except OSError as e:  # a folder that cannot be made there (a file on its path), or a read-only one
+            raise InputError(here, f"cannot be written ({e.strerror or e})") from None
         shown = written.relative_to(REPO) if written.is_relative_to(REPO) else written
         print(f"wrote {shown}: the reference of {family}")
         return 0

@@ -291,6 +291,8 @@ def exit_code(states: list[RunState]) -> int:
 
 def _status(args: argparse.Namespace) -> int:
     study = training_study(args.study)
+    if args.results and Path(args.results).exists() and not Path(args.results).is_dir():
+        raise InputError(args.results, "a file; --results names the folder that holds runs/")
     states = study_states(study, args.results)
     results = Path(args.results or study.results)
     print(f"study {study.name}, results {results}")
