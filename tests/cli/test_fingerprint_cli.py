@@ -26,6 +26,7 @@ def test_write_match_and_differ(tmp_path, capsys, monkeypatch):
     weights.parent.mkdir(parents=True)
     weights.write_bytes(b"toy weights")
     refs = tmp_path / "refs"
+    refs.mkdir()  # a --references folder that does not exist is an error, not "no reference"
     args = ["fingerprint", "--study", str(tmp_path / "study.yaml"), "--references", str(refs)]
 
     assert cli_main(args) == 0

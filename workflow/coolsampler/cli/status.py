@@ -21,7 +21,11 @@ States, decided in this order:
 * **stalled**: no new step for longer than the stall threshold (below), and no error in the log;
 * **running**: an attempt has started and is within the threshold (step k/T, last validation accuracy,
   KL, ETA);
-* **not started**: nothing in the run directory.
+* **not started**: nothing in the run directory;
+* **bad input**: a file of the run directory that cannot be read or is not what it should be (a
+  ``status.json`` that is not the object rule parse writes, a log that is not UTF-8, a directory where a
+  file belongs): its row says which and why, one line on stderr names it
+  (``coolsampler status: <file>[:<key>]: <problem>``), and the other runs are still shown.
 
 Stall threshold: ``max(STALL_STEPS x the median step time, 2 x the longest step, STALL_FLOOR_S)``, capped
 at the watchdog's own limit (``stall_min`` of the study, else of its platform), since past that the
@@ -30,24 +34,26 @@ runs outside verl's step timer). Before an attempt's first step the limit is the
 limit (2 x ``stall_min``), and the age is that of ``train.log``. The time since the last step is the age
 of the current attempt's log file, which verl writes once per step.
 
-Exit status: 0 when every run is done, 1 when any run failed or stalled, 3 otherwise (runs still
-running or not started). Light: no verl, vLLM or torch.
+Exit status: 2 when any run's files were refused (bad input), else 0 when every run is done, 1 when any
+run failed or stalled, 3 otherwise (runs still running or not started). Light: no verl, vLLM or torch.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import re
 import statistics
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from coolsampler.cli import DEFAULT_STUDY
+from coolsampler.results.loaders import load_status
 from coolsampler.results.metrics import column_value
+from coolsampler.spec.inputs import EXIT_INPUT, InputError
 from coolsampler.spec.runlog import attempt_logs, run_records, step_times, train_steps, trained
 from coolsampler.spec.study import Run, Study
 from coolsampler.train.overrides import training_study
@@ -58,6 +64,7 @@ STALL_STEPS = 10  # a validation or a checkpoint save takes a few steps' time: t
 STALL_FLOOR_S = 120.0  # below this, a slow file system or a busy host is not yet a stall
 
 STATES = ("done", "running", "stalled", "failed", "not started")
+BAD_INPUT = "bad input"  # a run whose files were refused: counted only where there is one
 
 # A Python exception line ("RuntimeError: ...", "ray.exceptions.RayTaskError(...): ..."), as verl, Ray
 # and the training job print them; warnings ("UserWarning: ...") do not match.
@@ -82,6 +89,7 @@ class RunState:
     detail: str = ""
     attempts: int = 0
     extra: dict[str, Any] = field(default_factory=dict)
+    error: InputError | None = None  # state BAD_INPUT: the file refused, and why
 
 
 def hmm(seconds: float | None) -> str:
@@ -173,10 +181,9 @@ def run_state(run: Run, run_dir: Path, *, watchdog_s: float, now: float | None =
     _, st.kl = _last(records, "kl")
     if done:
         st.state = "done"
-        status = d / "status.json"
-        if status.exists():
-            s = json.loads(status.read_text())
-            st.detail = "" if s.get("complete") else "log incomplete: " + "; ".join(s.get("problems", []))
+        status = load_status(d / "status.json")
+        if status is not None:
+            st.detail = "" if status.complete else "log incomplete: " + "; ".join(status.problems)
         else:
             st.detail = "not parsed yet (rule parse)"
         return st
@@ -221,7 +228,21 @@ def study_states(study: Study, results: str | Path | None = None, *, now: float 
     """The state of every run of ``study``, its run directories under ``results`` (default: the study's)."""
     layout = Layout.from_config(study.raw, results if results is not None else study.results)
     limit = watchdog_stall_s(study)
-    return [run_state(r, Path(layout.run_dir(r.key)), watchdog_s=limit, now=now) for r in study.runs]
+    return [_checked_state(r, Path(layout.run_dir(r.key)), watchdog_s=limit, now=now) for r in study.runs]
+
+
+def _checked_state(run: Run, run_dir: Path, *, watchdog_s: float, now: float | None) -> RunState:
+    """``run_state``, or a BAD_INPUT row naming the file that could not be read: one run's bad file must
+    not end the table of the others."""
+    try:
+        if run_dir.exists() and not run_dir.is_dir():
+            raise InputError(run_dir, "a file where the run's directory should be")
+        return run_state(run, run_dir, watchdog_s=watchdog_s, now=now)
+    except InputError as e:
+        error = e
+    except OSError as e:  # a directory or file this user may not read
+        error = InputError(e.filename or run_dir, f"cannot be read ({e.strerror or e})")
+    return RunState(run.key, BAD_INPUT, run.steps, detail=str(error), error=error)
 
 
 def table(states: list[RunState]) -> str:
@@ -237,6 +258,8 @@ def table(states: list[RunState]) -> str:
     widths = [max(len(r[i]) for r in rows) for i in range(len(head) - 1)]
     lines = ["  ".join(c.ljust(w) for c, w in zip(r[:-1], widths, strict=True)) + "  " + r[-1] for r in rows]
     counts = {k: sum(1 for s in states if s.state == k) for k in STATES}
+    if bad := sum(1 for s in states if s.state == BAD_INPUT):
+        counts[BAD_INPUT] = bad
     lines.append(f"{len(states)} runs: " + ", ".join(f"{n} {k}" for k, n in counts.items()))
     return "\n".join(x.rstrip() for x in lines) + "\n"
 
@@ -257,7 +280,10 @@ def refresh_lines(runs: list[Run], *, costed: bool = False) -> list[str]:
 
 
 def exit_code(states: list[RunState]) -> int:
-    """0 every run done, 1 some run failed or stalled, 3 otherwise (module docstring)."""
+    """2 some run's files refused, 0 every run done, 1 some run failed or stalled, 3 otherwise (module
+    docstring)."""
+    if any(s.state == BAD_INPUT for s in states):
+        return EXIT_INPUT
     if any(s.state in ("failed", "stalled") for s in states):
         return 1
     return 0 if all(s.state == "done" for s in states) else 3
@@ -265,12 +291,17 @@ def exit_code(states: list[RunState]) -> int:
 
 def _status(args: argparse.Namespace) -> int:
     study = training_study(args.study)
+    if args.results and Path(args.results).exists() and not Path(args.results).is_dir():
+        raise InputError(args.results, "a file; --results names the folder that holds runs/")
     states = study_states(study, args.results)
     results = Path(args.results or study.results)
     print(f"study {study.name}, results {results}")
     if not results.is_dir():
         print(f"({results} does not exist here: no run has started, or run from the repository root, or --results)")
     print(table(states), end="")
+    for st in states:  # each refused file in one line: its row above says the same
+        if st.error is not None:
+            print(st.error.line("status"), file=sys.stderr)
     for line in refresh_lines(study.runs):
         print(line)
     print(

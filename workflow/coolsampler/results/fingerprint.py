@@ -31,6 +31,7 @@ from typing import Any
 
 import pandas as pd
 
+from coolsampler.spec.inputs import InputError
 from coolsampler.spec.metrics_schema import COLUMNS
 
 FORMAT = 2
@@ -131,13 +132,23 @@ class Difference:
         return f"{self.artefact}: {verdict}{f' ({self.note})' if self.note else ''}"
 
 
+def coverage(current: Mapping[str, Any], reference: Mapping[str, Any]) -> tuple[int, int]:
+    """How much of a run two fingerprints compare: the reference's steps this run logged too, and the
+    exact columns both hold. Said with every verdict, so that a match over nothing cannot pass for one."""
+    steps = len(set(reference["steps"]) & set(current["steps"]))
+    return steps, len(set(reference["columns"]) & set(current["columns"]))
+
+
 def compare_runs(current: Mapping[str, Any], reference: Mapping[str, Any]) -> str:
     """'' when two run fingerprints agree; else where they first part, e.g. ``differs from step 12, in kl,
     reward`` (the metrics that differ at that step).
 
     Same steps: the whole digests decide. A run logged past the reference's last step (a fingerprint
-    taken over its first K steps) agrees when its first K steps' per-step digests do."""
+    taken over its first K steps) agrees when its first K steps' per-step digests do. A reference that
+    covers no step or no column compared nothing, and never agrees."""
     cur_steps, ref_steps = list(current["steps"]), list(reference["steps"])
+    if not ref_steps or not reference["columns"]:
+        return f"nothing compared: the reference covers no {'step' if not ref_steps else 'column'}"
     if cur_steps == ref_steps and current["digest"] == reference["digest"]:
         return ""
     n = STEP_DIGEST_HEX
@@ -170,15 +181,21 @@ def compare(current: Mapping[str, Any], reference: Mapping[str, Any]) -> list[Di
         detail = "not trained here" if mine is None else compare_runs(mine, ref)
         note = ""
         if mine is not None:
+            steps, columns = coverage(mine, ref)
             worst, col = float_deviation(mine, ref)
-            note = f"learner metrics within {worst:.1e}, in {col}" if col else "learner metrics identical"
+            learner = f"learner metrics within {worst:.1e}, in {col}" if col else "learner metrics identical"
+            note = (
+                f"compared {steps} steps x {columns} columns; {learner if ref.get('floats') else 'no learner metrics'}"
+            )
         out.append(Difference(f"run {key}", not detail, detail, note))
     return out
 
 
 def write(fp: Mapping[str, Any], path: str | Path) -> Path:
-    """One line per run (a reference is committed: compact, and a retrained run is one changed line)."""
+    """One line per run (a reference is committed: compact, and a retrained run is one changed line). A
+    fingerprint that would be refused when read back (``check``) is refused before anything is written."""
     p = Path(path)
+    check(fp, p)
     p.parent.mkdir(parents=True, exist_ok=True)
     head = {k: v for k, v in fp.items() if k != "runs"}
     lines = [json.dumps(head, indent=1, sort_keys=True)[:-2] + ',\n "runs": {']
@@ -192,8 +209,99 @@ def write(fp: Mapping[str, Any], path: str | Path) -> Path:
     return p
 
 
-def read(path: str | Path) -> dict[str, Any]:
-    fp = json.loads(Path(path).read_text())
+def _is_step_list(value: Any) -> bool:
+    return isinstance(value, list) and all(isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in value)
+
+
+def _check_run(path: Path, key: str, run: Any) -> None:
+    """One run of a reference as ``run_fingerprint`` makes it, or ``InputError`` at ``runs.<key>[.field]``."""
+    at = f"runs.{key}"
+    if not isinstance(run, dict):
+        raise InputError(path, f"a JSON {_kind(run)}; expected a run's fingerprint (steps, digest, columns)", at)
+    steps = run.get("steps")
+    if not _is_step_list(steps) or any(b <= a for a, b in zip(steps, steps[1:], strict=False)):
+        raise InputError(
+            path, f"{str(steps)[:60]} is not valid; allowed: a list of increasing steps >= 0", f"{at}.steps"
+        )
+    if not steps:
+        raise InputError(
+            path, "covers no step: nothing to compare (write it again: fingerprint --write)", f"{at}.steps"
+        )
+    digest = run.get("digest")
+    if not isinstance(digest, str) or len(digest) != 64:
+        raise InputError(path, f"{str(digest)[:40]!r} is not valid; allowed: a sha256 (64 hex digits)", f"{at}.digest")
+    columns, width = run.get("columns"), len(steps) * STEP_DIGEST_HEX
+    if not isinstance(columns, dict) or not columns:
+        raise InputError(
+            path, "holds no column: nothing to compare; allowed: {column: per-step digests}", f"{at}.columns"
+        )
+    for col, digests in columns.items():
+        if not isinstance(digests, str) or len(digests) != width:
+            want = f"{width} hex digits ({STEP_DIGEST_HEX} per step, {len(steps)} steps)"
+            raise InputError(path, f"{str(digests)[:40]!r} is not valid; allowed: {want}", f"{at}.columns.{col}")
+    floats = run.get("floats", {})
+    if not isinstance(floats, dict):
+        raise InputError(path, f"a JSON {_kind(floats)}; allowed: {{column: values}}", f"{at}.floats")
+    for col, values in floats.items():
+        if not isinstance(values, list) or len(values) != len(steps) or not all(_is_value(v) for v in values):
+            want = f"a list of {len(steps)} numbers or nulls, one per step"
+            raise InputError(path, f"{str(values)[:40]} is not valid; allowed: {want}", f"{at}.floats.{col}")
+
+
+def _kind(value: Any) -> str:
+    return {dict: "object", list: "list", str: "string", type(None): "null", bool: "boolean"}.get(type(value), "number")
+
+
+def _is_value(value: Any) -> bool:
+    if value is None:
+        return True
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def check(fp: Any, path: str | Path) -> dict[str, Any]:
+    """``fp`` as ``compare`` reads a reference, or ``InputError`` naming ``path`` and the key: the format
+    this code reads, a steps bound >= 1 (or null: every step), each model a sha256 and each run's steps,
+    digests and values of one length. A reference that covers no step, or holds neither a model nor a
+    run, compares nothing and is refused: else a comparison with it would pass whatever the run holds."""
+    p = Path(path)
+    if not isinstance(fp, dict):
+        raise InputError(p, f"a JSON {_kind(fp)}; expected a fingerprint object (format, cpu, models, runs)")
     if fp.get("format") != FORMAT:
-        raise ValueError(f"{path}: fingerprint format {fp.get('format')!r}, this code reads {FORMAT}")
+        raise InputError(p, f"fingerprint format {fp.get('format')!r}, this code reads {FORMAT}", "format")
+    if "cpu" in fp and (not isinstance(fp["cpu"], str) or not fp["cpu"].strip()):
+        raise InputError(p, f"{fp['cpu']!r} is not valid; allowed: the CPU family's name", "cpu")
+    bound = fp.get("steps")
+    if bound is not None and (not isinstance(bound, int) or isinstance(bound, bool) or bound < 1):
+        raise InputError(p, f"{bound!r} is not valid; allowed: an integer >= 1, or null (every step)", "steps")
+    models, runs = fp.get("models", {}), fp.get("runs", {})
+    for name, value in (("models", models), ("runs", runs)):
+        if not isinstance(value, dict):
+            raise InputError(p, f"a JSON {_kind(value)}; allowed: an object keyed by {name[:-1]}", name)
+    for name, sha in models.items():
+        if not isinstance(sha, str) or len(sha) != 64:
+            raise InputError(p, f"{str(sha)[:40]!r} is not valid; allowed: a sha256 (64 hex digits)", f"models.{name}")
+    for key, run in runs.items():
+        _check_run(p, key, run)
+    if not models and not runs:
+        raise InputError(p, "holds no model and no run: it compares nothing")
     return fp
+
+
+def read(path: str | Path) -> dict[str, Any]:
+    """A reference as ``write`` wrote it, checked (``check``); ``InputError`` for any other file."""
+    p = Path(path)
+    try:
+        text = p.read_bytes().decode("utf-8-sig")
+    except FileNotFoundError:
+        raise InputError(p, "no such fingerprint reference") from None
+    except OSError as e:
+        raise InputError(p, f"cannot be read ({e.strerror or e})") from None
+    except UnicodeDecodeError as e:
+        raise InputError(
+            p, f"not UTF-8 (byte {e.start}); a reference is JSON as fingerprint --write writes it"
+        ) from None
+    try:
+        fp = json.loads(text)
+    except (ValueError, RecursionError) as e:
+        raise InputError(p, f"not JSON ({' '.join(str(e).split()) or type(e).__name__})") from None
+    return check(fp, p)

@@ -23,10 +23,13 @@ def load_status(path: str | Path | None) -> RunStatus | None:
     p = Path(path)
     try:
         d = json.loads(p.read_bytes().decode("utf-8-sig"))
-    except (OSError, UnicodeDecodeError, ValueError) as e:
-        raise InputError(p, f"not a JSON status ({' '.join(str(e).split())})") from None
+    except OSError as e:  # a directory of that name, or one this user may not read
+        raise InputError(p, f"cannot be read ({e.strerror or e})") from None
+    except (UnicodeDecodeError, ValueError, RecursionError) as e:  # RecursionError: 10^5 nested brackets
+        raise InputError(p, f"not a JSON status ({' '.join(str(e).split()) or type(e).__name__})") from None
     if not isinstance(d, dict):
-        raise InputError(p, f"a JSON {type(d).__name__}; expected an object (complete, last_step, expected_steps)")
+        kind = {list: "list", str: "string", bool: "boolean", type(None): "null"}.get(type(d), "number")
+        raise InputError(p, f"a JSON {kind}; expected an object (complete, last_step, expected_steps)")
     for key, kind in (("complete", bool), ("last_step", int), ("expected_steps", int)):
         value = d.get(key)
         if not isinstance(value, kind) or kind is int and (isinstance(value, bool) or value < 0):

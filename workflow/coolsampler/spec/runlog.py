@@ -177,13 +177,17 @@ def join(attempts: list[list[Line]]) -> list[Line]:
 
 def run_records(logs: Iterable[Path]) -> Records:
     """One record per step of the attempts' logs joined (``join``), or of ``train.jsonl`` alone. A log
-    gone while it is read (a run directory moved aside) counts as empty."""
+    gone while it is read (a run directory moved aside) counts as empty; one that is there but cannot be
+    read (a directory of that name, no permission) raises ``InputError``: as empty, its run would read as
+    trained without a step."""
     attempts = []
     for path in logs:
         try:
             attempts.append(log_lines(path)[0])
-        except OSError:
+        except FileNotFoundError:
             continue
+        except OSError as e:
+            raise InputError(path, f"cannot be read ({e.strerror or e})") from None
     return merge_records((step, data) for step, data, _raw in join(attempts))[0]
 
 
