@@ -33,8 +33,10 @@ FORMAT_WRITER = {"flat JSONL": "components JSONL"}  # a reader's format -> the w
 
 
 def fixture_file(source: Source) -> str:
-    """The name of the file (or TensorBoard directory) a run of ``source`` writes."""
-    return Path(source.files).name
+    """The name of the file a run of ``source`` writes; empty for TensorBoard event files, which are
+    written into the run's directory itself (what a user names)."""
+    name = Path(source.files).name
+    return "" if name.startswith("events.out.tfevents") else name
 
 
 def bound_config(source: Source) -> str | None:
@@ -59,7 +61,7 @@ def write(source: Source) -> Path:
     fmt = FORMAT_WRITER.get(source.formats[0], source.formats[0])
     for run in RUNS:
         metrics = read_run(EXAMPLES / run / "train.jsonl").metrics
-        redress(metrics, source, fmt, out / run / fixture_file(source))
+        redress(metrics, source, fmt, out / run / fixture_file(source) if fixture_file(source) else out / run)
         if (config := bound_config(source)) is not None:
             (out / run / "config.yaml").write_text(config)
     keys = "\n".join(f"| `{k.key}` | `{k.column}` | {k.cite} |" for k in source.keys)
@@ -77,6 +79,7 @@ def write(source: Source) -> Path:
             else ""
         )
         + f"\n\nKeys, as read at {source.repo} {source.commit}:\n\n| key | column | source |\n|---|---|---|\n{keys}\n"
+        + ("\nHow the layout was followed:\n\n" + "".join(f"- {n}\n" for n in source.notes) if source.notes else "")
     )
     return out
 

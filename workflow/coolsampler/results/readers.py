@@ -233,6 +233,10 @@ def metrics_tag_records(path: Path) -> tuple[Records, list[str]] | None:
         by_step[step] = dict(data)
     if not found:
         return None
+    if not by_step:  # a ROLL log in which no line has its step axis: nothing to read, said as such
+        raise InputError(
+            path, f'{len(stray)} metrics_tag line(s), none a {{"step": K, "metrics": {{...}}}} record', stray[0]
+        )
     return by_step, ([stray_line_problem(stray)] if stray else []) + _relogged_problem(relogged)
 
 
