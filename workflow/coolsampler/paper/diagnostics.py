@@ -155,6 +155,12 @@ def leads_markdown(table: pd.DataFrame, *, heading: str = "##") -> str:
 
     ``table``: ``results.diagnostics.lead_table`` of a study's runs (degraded and stable)."""
     missing, gone = unlogged_line(table), set(unlogged(table))
+    degraded_runs = D.degraded(table)["key"].nunique() if len(table) else 0
+    if len(table) and degraded_runs and not (table["logged_steps"] > 0).any():  # nothing to lead with
+        return (
+            "\n".join([LEAD_NOTE, "", missing, "", f"{degraded_runs} run(s) degrade, but none logs a diagnostic."])
+            + "\n"
+        )
     table = table[~table["diagnostic"].isin(gone)] if len(table) else table
     present = set(table["diagnostic"]) if len(table) else set()
     shown = [d for d in D.LEAD_DIAGNOSTICS if d.name not in gone and (d.name in present or d in D.DIAGNOSTICS)]

@@ -269,7 +269,7 @@ def analyze_report(
         block = run_text(path, summary, s, how, status)
         s["lag_summary"] = lag_summary(metrics, loaded.lag, summary.get("onset"))
         s["onset_step"] = summary.get("onset")
-        block = "\n".join([block, *lag_lines(s, s["lag_summary"]), *extra, *missing_lines(metrics)])
+        block = "\n".join([block, *lag_lines(s, s["lag_summary"]), *extra, *missing_lines(metrics, loaded.system)])
         if s.get("guard") and (logged := logged_schedule(metrics)):  # a guard run: its refreshes, replayable
             block += f"\n   its logged refreshes as an open-loop schedule: {schedule_line(logged)}"
         if guard is not None:

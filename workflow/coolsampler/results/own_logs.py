@@ -362,16 +362,15 @@ def source_lag(source: Source, log: Path) -> Lag:
     its log (``run.yaml``, ``config.yaml``, ``config.json``), else the setting's default, each said."""
     lag = source.lag
     b = source.bound
-    if lag.measured or b is None:
+    if b is None:
         return lag
+    kind = lag.kind if lag.measured else "bound"  # a measured lag keeps its bound beside it, as the ceiling
     for value, where in configured(log, b.paths):
-        return Lag(
-            "bound", lag.compared, lag.truncation, float(value) * b.scale, f"{b.setting} = {value}, from {where}"
-        )
+        return Lag(kind, lag.compared, lag.truncation, float(value) * b.scale, f"{b.setting} = {value}, from {where}")
     if b.default is None:
-        return Lag(None, lag.compared, lag.truncation)
+        return lag if lag.measured else Lag(None, lag.compared, lag.truncation)
     return Lag(
-        "bound", lag.compared, lag.truncation, b.default * b.scale, f"{b.setting}'s default {b.default:g}; not found"
+        kind, lag.compared, lag.truncation, b.default * b.scale, f"{b.setting}'s default {b.default:g}; not found"
     )
 
 
@@ -482,7 +481,7 @@ OUTPUT_NEEDS: dict[str, tuple[str, ...]] = {
 }
 
 
-def missing_lines(metrics: pd.DataFrame) -> list[str]:
+def missing_lines(metrics: pd.DataFrame, system: str = "verl") -> list[str]:
     """What ``metrics`` cannot give, in one line (each part of the output it loses, with the columns it
     lacks), and in one more the verl settings that would log them, each named once."""
     absent = set(absent_columns(metrics))
@@ -494,6 +493,8 @@ def missing_lines(metrics: pd.DataFrame) -> list[str]:
             lacking += lack
     if not parts:
         return []
+    if system != "verl":  # verl's settings are no advice for another trainer: its logs just lack them
+        return [f"   not computed ({system} does not log them): {'; '.join(parts)}"]
     settings = dict.fromkeys(PROVIDED_BY.get(c, "unknown") for c in lacking)
     return [
         f"   not computed: {'; '.join(parts)}",

@@ -72,8 +72,9 @@ TRUNCATION = {
 @dataclass(frozen=True)
 class Lag:
     """A run's lag, said once: what its lag columns hold (``kind``; None: no lag at all) and how its
-    mismatch keys read. ``bound``: the configured bound on the lag in optimizer steps where the system logs
-    none (``bound_from`` names the setting and where it was read); never shown as a measured lag."""
+    mismatch keys read. ``bound``: the configured bound on the lag (``bound_from`` names the setting and
+    where it was read): the lag itself where the system logs none (kind ``bound``), else the ceiling beside
+    the measured lag; never shown as a measured lag."""
 
     kind: str | None
     compared: str = "pi_old"
@@ -88,8 +89,10 @@ class Lag:
             raise ValueError(f"compared policy {self.compared!r}: allowed {', '.join(COMPARED)}")
         if self.truncation not in TRUNCATION:
             raise ValueError(f"truncation {self.truncation!r}: allowed {', '.join(TRUNCATION)}")
-        if (self.kind == "bound") != (self.bound is not None):
-            raise ValueError("a bound is given exactly when the lag's kind is 'bound'")
+        if self.kind == "bound" and self.bound is None:
+            raise ValueError("a lag of kind 'bound' needs its bound")
+        if self.kind is None and self.bound is not None:
+            raise ValueError("a bound needs a lag kind ('bound' where the lag itself is not logged)")
 
     @property
     def measured(self) -> bool:
@@ -102,7 +105,8 @@ class Lag:
         if self.kind == "bound":
             bound = f"{self.bound:g} {LAG_UNIT} ({self.bound_from})"
             return f"not logged; configured bound {bound}, a ceiling, not a measurement"
-        return f"{LAG_KINDS[self.kind].text}, in {LAG_UNIT}"
+        text = f"{LAG_KINDS[self.kind].text}, in {LAG_UNIT}"
+        return text if self.bound is None else f"{text}; configured bound {self.bound:g} ({self.bound_from})"
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
