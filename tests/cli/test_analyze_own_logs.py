@@ -239,7 +239,8 @@ def test_format_prints_the_tables_alone(fmt: str, capsys) -> None:
 def test_out_writes_every_table_in_every_format(tmp_path: Path, capsys) -> None:
     assert main(["analyze", str(STALE), "--out", str(tmp_path / "tables")]) == 0
     names = sorted(p.name for p in (tmp_path / "tables").iterdir())
-    assert names == sorted(f"{t}.{f}" for t in ("table1", "events", "leads") for f in ("md", "csv", "json", "tex"))
+    tables = ("table1", "events", "leads", "lag")
+    assert names == sorted(f"{t}.{f}" for t in tables for f in ("md", "csv", "json", "tex"))
     events = json.loads((tmp_path / "tables" / "events.json").read_text())
     assert events[0]["onset"] == 40 and events[0]["val_interval"] == 10 and events[0]["onset_after"] == 30
     leads = json.loads((tmp_path / "tables" / "leads.json").read_text())
