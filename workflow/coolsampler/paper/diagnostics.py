@@ -153,15 +153,23 @@ def leads_markdown(table: pd.DataFrame, *, heading: str = "##") -> str:
 
     ``table``: ``results.diagnostics.lead_table`` of a study's runs (degraded and stable)."""
     missing, gone = unlogged_line(table), set(unlogged(table))
+    # the runs counted before the unlogged diagnostics go: a log with none of them still degrades or not
+    n_degraded = D.degraded(table)["key"].nunique() if len(table) else 0
+    stable = D.stable(table)["key"].nunique() if len(table) else 0
     table = table[~table["diagnostic"].isin(gone)] if len(table) else table
     shown = [d for d in D.DIAGNOSTICS if d.name not in gone]
     bad = D.degraded(table)
     runs = list(dict.fromkeys(bad["key"])) if len(bad) else []
-    stable = D.stable(table)["key"].nunique() if len(table) else 0
     unjudged = table[table["validations"] == 0]["key"].nunique() if len(table) else 0
     out = [LEAD_NOTE, ""] + ([missing, ""] if missing else [])
     if unjudged:
         out += [f"{unjudged} run(s) without validation points: neither degraded nor stable, left out.", ""]
+    if not runs and n_degraded:  # runs that degrade, but log nothing this table reads (another system's log)
+        out.append(
+            f"{n_degraded} run(s) degrade under the Section 2 criteria ({stable} stable), but none logs a diagnostic"
+            " of this table: there is nothing to set against the onset."
+        )
+        return "\n".join(out) + "\n"
     if not runs:
         out.append(f"No run degrades under the Section 2 criteria ({stable} stable): there is nothing to lead.")
         if len(table) and table["logged_steps"].gt(0).any():

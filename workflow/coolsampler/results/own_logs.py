@@ -282,6 +282,8 @@ def read_run(
             from coolsampler.results.readers import component_rows
 
             by_step, problems = component_rows(p, source.components)
+        if source.step_offset:  # a logger that counts from 0: each record at the learner's step
+            by_step = {s + source.step_offset: data for s, data in by_step.items()}
         df, status = parse_records(
             by_step,
             problems,

@@ -32,8 +32,9 @@ def key_name(pattern: str) -> str:
 
 
 def rows_of(metrics: pd.DataFrame, source: Source, columns: tuple[str, ...] | None = None) -> Rows:
-    """``(step, {key: value})`` per step of a metrics table, under ``source``'s keys: each mapped column's
-    value (divided by the key's scale, so that reading it back multiplies it again), NaN left out."""
+    """``(step, {key: value})`` per step of a metrics table, under ``source``'s keys and on its step axis
+    (``Source.step_offset``): each mapped column's value (divided by the key's scale, so that reading it
+    back multiplies it again), NaN left out."""
     out: Rows = []
     keys = [k for k in source.keys if columns is None or k.column in columns]
     taken: set[str] = set()
@@ -50,7 +51,9 @@ def rows_of(metrics: pd.DataFrame, source: Source, columns: tuple[str, ...] | No
                 continue
             v = float(v) / k.scale
             data[key_name(k.key)] = int(v) if COLUMNS[k.column][0] in ("int64", "Int64") else v
-        out.append((int(row["step"]), data))
+        step = int(row["step"]) - source.step_offset
+        if step >= 0:  # verl's validation before step 1 has no step in a logger that counts from 0
+            out.append((step, data))
     return out
 
 

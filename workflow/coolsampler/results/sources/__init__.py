@@ -83,6 +83,9 @@ class Source:
     components: tuple[str, ...] | None = None
     # What cannot be known from this system's logs, for the table of systems (docs/results.md).
     unknowable: str = ""
+    # The learner step (1-based, verl's global step) of a record logged at step s is s + step_offset: 1 for
+    # a system whose logger counts its steps from 0 (AReaL), so that its onset is the same step as verl's.
+    step_offset: int = 0
 
     def __post_init__(self) -> None:
         columns = [k.column for k in self.keys]
