@@ -43,10 +43,10 @@ def stand_ins(source: Source) -> dict[str, str]:
 
 
 def fixture_file(source: Source) -> str:
-    """The name of the file (or TensorBoard directory) a run of ``source`` writes: the last part of its path
-    that is a name (not a placeholder or the event files' pattern), else ``tensorboard``."""
-    parts = [p for p in Path(source.files.split(" ")[0]).parts if not any(c in p for c in "<>*$")]
-    return parts[-1] if parts else "tensorboard"
+    """The name of the file a run of ``source`` writes; empty for TensorBoard event files, which are
+    written into the run's directory itself (what a user names)."""
+    name = Path(source.files).name
+    return "" if name.startswith("events.out.tfevents") else name
 
 
 def bound_config(source: Source) -> str | None:
@@ -73,7 +73,7 @@ def write(source: Source) -> Path:
         metrics = read_run(EXAMPLES / run / "train.jsonl").metrics
         for column, of in stand_ins(source).items():
             metrics[column] = metrics[of]
-        redress(metrics, source, fmt, out / run / fixture_file(source))
+        redress(metrics, source, fmt, out / run / fixture_file(source) if fixture_file(source) else out / run)
         if (config := bound_config(source)) is not None:
             (out / run / "config.yaml").write_text(config)
     keys = "\n".join(f"| `{k.key}` | `{k.column}` | {k.cite} |" for k in source.keys)
@@ -96,9 +96,9 @@ def write(source: Source) -> Path:
             for column, of in stand_ins(source).items()
         )
         + (
-            f" Its steps are the example's less {source.step_offset} ({source.step}), so the example's validation"
-            " before step 1 has no step there and is left out."
-            if source.step_offset
+            f" Its keys are logged at the example's step less their offset ({source.step}), so the example's"
+            " validation before step 1 has no step there and is left out."
+            if any(k.offset for k in source.keys)
             else ""
         )
         + f"\n\nKeys, as read at {source.repo} {source.commit}:\n\n| key | column | source |\n|---|---|---|\n{keys}\n"

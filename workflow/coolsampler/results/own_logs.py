@@ -282,8 +282,8 @@ def read_run(
             from coolsampler.results.readers import component_rows
 
             by_step, problems = component_rows(p, source.components)
-        if source.step_offset:  # a logger that counts from 0: each record at the learner's step
-            by_step = {s + source.step_offset: data for s, data in by_step.items()}
+        check_keys(by_step, p, source)
+        by_step = source.on_learner_steps(by_step)
         df, status = parse_records(
             by_step,
             problems,
@@ -318,6 +318,20 @@ def verl_lag(metrics: pd.DataFrame) -> Lag | None:
     if metrics["lag_mean"].notna().any():
         return Lag("newest", compared="pi_old", truncation="before")
     return None
+
+
+def check_keys(by_step: Mapping[int, Mapping[str, Any]], log: Path, source: Source) -> None:
+    """A log detected as a system's by one of its own keys, that holds none of the system's other mapped
+    keys, is not a log its logger writes (a fragment, another tool's file that shares a name): an
+    ``InputError`` naming the key it was told by and the keys it lacks, rather than a run read as empty."""
+    keys = {k for data in by_step.values() for k in data}
+    found = sorted(k for pattern in source.detect for k in fnmatch.filter(keys, pattern))
+    others = [k.key for k in source.keys if k.key not in source.detect]
+    if found and not any(fnmatch.filter(keys, pattern) for pattern in others):
+        lacks = ", ".join(others[:4]) + (f" and {len(others) - 4} more" if len(others) > 4 else "")
+        raise InputError(
+            log, f"holds {found[0]} ({source.system}'s) but none of {source.system}'s other keys ({lacks})"
+        )
 
 
 def check_lag(metrics: pd.DataFrame, log: Path, source: Source) -> None:

@@ -32,10 +32,12 @@ def key_name(pattern: str) -> str:
 
 
 def rows_of(metrics: pd.DataFrame, source: Source, columns: tuple[str, ...] | None = None) -> Rows:
-    """``(step, {key: value})`` per step of a metrics table, under ``source``'s keys and on its step axis
-    (``Source.step_offset``): each mapped column's value (divided by the key's scale, so that reading it
-    back multiplies it again), NaN left out."""
-    out: Rows = []
+    """``(step, {key: value})`` per step of a metrics table, under ``source``'s keys: each mapped column's
+    value (divided by the key's scale, so that reading it back multiplies it again), NaN left out, at the
+    step the system logs it at (the learner step less the key's offset; a value that would fall before the
+    system's first step, such as the validation before step 1 of a system that validates only after an
+    update, is left out)."""
+    by_step: dict[int, dict[str, Any]] = {}
     keys = [k for k in source.keys if columns is None or k.column in columns]
     taken: set[str] = set()
     chosen = []
@@ -44,17 +46,16 @@ def rows_of(metrics: pd.DataFrame, source: Source, columns: tuple[str, ...] | No
             taken.add(k.column)
             chosen.append(k)
     for _, row in metrics.iterrows():
-        data = {}
+        step = int(row["step"])
+        by_step.setdefault(step, {})
         for k in chosen:
             v = row.get(k.column)
-            if v is None or pd.isna(v):
+            if v is None or pd.isna(v) or step - k.offset < 0:
                 continue
             v = float(v) / k.scale
-            data[key_name(k.key)] = int(v) if COLUMNS[k.column][0] in ("int64", "Int64") else v
-        step = int(row["step"]) - source.step_offset
-        if step >= 0:  # verl's validation before step 1 has no step in a logger that counts from 0
-            out.append((step, data))
-    return out
+            value = int(v) if COLUMNS[k.column][0] in ("int64", "Int64") else v
+            by_step.setdefault(step - k.offset, {})[key_name(k.key)] = value
+    return sorted(by_step.items())
 
 
 def write_verl_jsonl(rows: Rows, path: Path) -> None:

@@ -33,7 +33,9 @@ class Key:
     """One logged key (an fnmatch pattern where the system puts a name inside it, e.g. a data source) read
     as ``column``; ``meaning``: its definition in the system's code; ``cite``: ``path Lnn`` in the
     ``Source``'s repository at its commit; ``scale``: the factor to the column's unit (a lag in policy
-    versions of several optimizer steps each)."""
+    versions of several optimizer steps each); ``offset``: what to add to the step the system logs the
+    key at to get the learner step it belongs to (a system that counts its steps from 0 logs the first
+    update's keys at 0, which this project calls step 1, while its validation at 0 is before any update)."""
 
     key: str
     column: str
@@ -41,6 +43,7 @@ class Key:
     cite: str
     scale: float = 1.0
     component: str = ""  # the process that writes it, where several write one file (prime-rl)
+    offset: int = 0
 
     def __post_init__(self) -> None:
         if self.column not in COLUMNS or self.column == "step":
@@ -83,9 +86,6 @@ class Source:
     components: tuple[str, ...] | None = None
     # What cannot be known from this system's logs, for the table of systems (docs/results.md).
     unknowable: str = ""
-    # The learner step (1-based, verl's global step) of a record logged at step s is s + step_offset: 1 for
-    # a system whose logger counts its steps from 0 (AReaL), so that its onset is the same step as verl's.
-    step_offset: int = 0
 
     def __post_init__(self) -> None:
         columns = [k.column for k in self.keys]
@@ -110,6 +110,19 @@ class Source:
 
     def scales(self) -> dict[str, float]:
         return {k.column: k.scale for k in self.keys if k.scale != 1.0}
+
+    def on_learner_steps(self, by_step: Mapping[int, Mapping[str, Any]]) -> dict[int, dict[str, Any]]:
+        """A log's records moved to the learner steps their values belong to: each key matched by a ``Key``
+        with an ``offset`` is moved by it, every other key stays at its logged step."""
+        shifts = [(k.key, k.offset) for k in self.keys if k.offset]
+        if not shifts:
+            return {step: dict(data) for step, data in by_step.items()}
+        out: dict[int, dict[str, Any]] = {}
+        for step, data in by_step.items():
+            for key, value in data.items():
+                moved = next((o for pattern, o in shifts if fnmatch.fnmatchcase(key, pattern)), 0)
+                out.setdefault(step + moved, {})[key] = value
+        return out
 
 
 @cache
