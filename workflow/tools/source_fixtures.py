@@ -30,6 +30,16 @@ EXAMPLES = REPO / "examples" / "verl-logs"
 FIXTURES = REPO / "tests" / "fixtures" / "sources"
 RUNS = ("stable", "degrades")
 FORMAT_WRITER = {"flat JSONL": "components JSONL"}  # a reader's format -> the writer of that layout
+# A column verl never logs, written from the example's nearest verl column so that the fixture holds its key
+# (said in PROVENANCE.md): kl_pi_theta is kl's estimator against pi_theta, equal to kl where a step makes one
+# update.
+STAND_INS = {"kl_pi_theta": "kl"}
+
+
+def stand_ins(source: Source) -> dict[str, str]:
+    """The columns ``source`` maps that the example runs fill from a stand-in (``STAND_INS``)."""
+    mapped = {k.column for k in source.keys}
+    return {c: of for c, of in STAND_INS.items() if c in mapped}
 
 
 def fixture_file(source: Source) -> str:
@@ -61,6 +71,8 @@ def write(source: Source) -> Path:
     fmt = FORMAT_WRITER.get(source.formats[0], source.formats[0])
     for run in RUNS:
         metrics = read_run(EXAMPLES / run / "train.jsonl").metrics
+        for column, of in stand_ins(source).items():
+            metrics[column] = metrics[of]
         redress(metrics, source, fmt, out / run / fixture_file(source) if fixture_file(source) else out / run)
         if (config := bound_config(source)) is not None:
             (out / run / "config.yaml").write_text(config)
@@ -76,6 +88,17 @@ def write(source: Source) -> Path:
         + (
             " A `config.yaml` beside each log holds the bound's setting at twice its default."
             if bound_config(source)
+            else ""
+        )
+        + "".join(
+            f" Its `{column}` (no verl key) holds the example's `{of}`, which is the same quantity only where a step"
+            " makes one update."
+            for column, of in stand_ins(source).items()
+        )
+        + (
+            f" Its keys are logged at the example's step less their offset ({source.step}), so the example's"
+            " validation before step 1 has no step there and is left out."
+            if any(k.offset for k in source.keys)
             else ""
         )
         + f"\n\nKeys, as read at {source.repo} {source.commit}:\n\n| key | column | source |\n|---|---|---|\n{keys}\n"

@@ -155,22 +155,24 @@ def leads_markdown(table: pd.DataFrame, *, heading: str = "##") -> str:
 
     ``table``: ``results.diagnostics.lead_table`` of a study's runs (degraded and stable)."""
     missing, gone = unlogged_line(table), set(unlogged(table))
-    degraded_runs = D.degraded(table)["key"].nunique() if len(table) else 0
-    if len(table) and degraded_runs and not (table["logged_steps"] > 0).any():  # nothing to lead with
-        return (
-            "\n".join([LEAD_NOTE, "", missing, "", f"{degraded_runs} run(s) degrade, but none logs a diagnostic."])
-            + "\n"
-        )
+    # the runs counted before the unlogged diagnostics go: a log with none of them still degrades or not
+    n_degraded = D.degraded(table)["key"].nunique() if len(table) else 0
+    stable = D.stable(table)["key"].nunique() if len(table) else 0
     table = table[~table["diagnostic"].isin(gone)] if len(table) else table
     present = set(table["diagnostic"]) if len(table) else set()
     shown = [d for d in D.LEAD_DIAGNOSTICS if d.name not in gone and (d.name in present or d in D.DIAGNOSTICS)]
     bad = D.degraded(table)
     runs = list(dict.fromkeys(bad["key"])) if len(bad) else []
-    stable = D.stable(table)["key"].nunique() if len(table) else 0
     unjudged = table[table["validations"] == 0]["key"].nunique() if len(table) else 0
     out = [LEAD_NOTE, ""] + ([missing, ""] if missing else [])
     if unjudged:
         out += [f"{unjudged} run(s) without validation points: neither degraded nor stable, left out.", ""]
+    if not runs and n_degraded:  # runs that degrade, but log nothing this table reads (another system's log)
+        out.append(
+            f"{n_degraded} run(s) degrade under the Section 2 criteria ({stable} stable), but none logs a diagnostic"
+            " of this table: there is nothing to set against the onset."
+        )
+        return "\n".join(out) + "\n"
     if not runs:
         out.append(f"No run degrades under the Section 2 criteria ({stable} stable): there is nothing to lead.")
         if len(table) and table["logged_steps"].gt(0).any():

@@ -230,6 +230,14 @@ COLUMNS: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "logp_abs_diff_max": ("float64", "largest |log pi(y_t) - log q(y_t)| over the response tokens", ()),
     "is_raw_mean": ("float64", "mean token importance ratio pi/q before its truncation (the raw ratio)", ()),
     "is_raw_max": ("float64", "largest token importance ratio pi/q before its truncation", ()),
+    # kl's estimator and direction against another policy: the learner as it updates within the step
+    "kl_pi_theta": (
+        "float64",
+        "learner-sampler k1 per token as kl (mean over the response tokens of log q - log pi), with pi the"
+        " learner as it updates within the step (pi_theta, each update's training forward) in place of the"
+        " step's pi_old: kl's value only where a step makes a single update",
+        (),
+    ),
 }
 
 # Columns the parser computes from other columns (no verl key): column -> the column it is log1p of.
@@ -347,7 +355,7 @@ PROVIDED_BY: dict[str, str] = {
     ),
     "lag_drops": "verl's V1 trainer with trainer.v1.sampler.max_off_policy_threshold and strategy drop",
     **dict.fromkeys(
-        ("logp_abs_diff", "logp_abs_diff_max", "is_raw_mean", "is_raw_max"),
+        ("logp_abs_diff", "logp_abs_diff_max", "is_raw_mean", "is_raw_max", "kl_pi_theta"),
         "another trainer's log that has it (docs/results.md, the table of systems); verl logs no such key",
     ),
 }
