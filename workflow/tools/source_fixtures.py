@@ -96,8 +96,12 @@ def write(source: Source) -> Path:
             for column, of in stand_ins(source).items()
         )
         + (
-            f" Its keys are logged at the example's step less their offset ({source.step}), so the example's"
-            " validation before step 1 has no step there and is left out."
+            f" Its keys are logged at the example's step less their offset ({source.step})"
+            + (
+                ", so the example's validation before step 1 has no step there and is left out."
+                if any(k.offset for k in source.keys if k.column == "val_acc")
+                else "."
+            )
             if any(k.offset for k in source.keys)
             else ""
         )
