@@ -29,7 +29,7 @@ from coolsampler.results.sources import Source, detect
 from coolsampler.spec.inputs import InputError
 from coolsampler.spec.lag import GATE, LAG_COLUMNS, Lag
 from coolsampler.spec.layout import KEY_PARTS, RUN_GLOB
-from coolsampler.spec.metrics_schema import PROVIDED_BY, RunStatus, absent_columns
+from coolsampler.spec.metrics_schema import COLUMNS, PROVIDED_BY, RunStatus, absent_columns
 
 Entry = tuple[dict[str, Any], pd.DataFrame, RunStatus | None]
 
@@ -277,6 +277,8 @@ def read_run(
         source = detect(by_step)
     except ValueError as e:
         raise InputError(p, str(e)) from None
+    if source is not None and (lacking := source.lacking({k for data in by_step.values() for k in data})):
+        raise InputError(p, f"has {source.system}'s keys but no {', '.join(lacking)}: not a whole {source.system} log")
     if source is not None:  # another system's keys, read into the same columns
         if source.components is not None:  # its components' rows of a step, united (and checked)
             from coolsampler.results.readers import component_rows
@@ -307,7 +309,10 @@ def read_run(
         required=required,
         sources=sources,
     )
-    return Loaded(df, status, fmt, series, chosen, lag=verl_lag(df))
+    lag = verl_lag(df)
+    if lag is not None and lag.kind == "newest":  # verl's own reading (a gate's is its staleness, checked apart)
+        check_lag(df, p)
+    return Loaded(df, status, fmt, series, chosen, lag=lag)
 
 
 def verl_lag(metrics: pd.DataFrame) -> Lag | None:
@@ -334,20 +339,25 @@ def check_keys(by_step: Mapping[int, Mapping[str, Any]], log: Path, source: Sour
         )
 
 
-def check_lag(metrics: pd.DataFrame, log: Path, source: Source) -> None:
+def check_lag(metrics: pd.DataFrame, log: Path, source: Source | None = None) -> None:
     """A lag reads steps back from the learner's step: one below 0, or past the step it was read at (no
     sample can predate the run), is not this system's lag (a column read from the wrong key, a corrupt
-    log): an ``InputError`` naming the key and the step, rather than numbers nobody should trust."""
+    log): an ``InputError`` naming the key and the step, rather than numbers nobody should trust.
+    ``source``: the system whose keys were read; None: verl's own (the schema's keys)."""
     steps = metrics["step"].to_numpy()
-    for k in source.keys:
-        if k.column not in LAG_COLUMNS[:3]:
+    if source is not None:
+        read = [(k.key, k.column) for k in source.keys]
+    else:
+        read = [(COLUMNS[c][2][0], c) for c in LAG_COLUMNS[:3]]
+    for key, column in read:
+        if column not in LAG_COLUMNS[:3]:
             continue
-        v = metrics[k.column].to_numpy(dtype="float64")
+        v = metrics[column].to_numpy(dtype="float64")
         bad = (v < 0) | (v > steps)
         if bad.any():
             i = int(bad.argmax())
             what = "below 0" if v[i] < 0 else f"past its step ({int(steps[i])}): older than the run"
-            raise InputError(log, f"{k.key} is {v[i]:g} at step {int(steps[i])}, {what}; a lag counts steps back")
+            raise InputError(log, f"{key} is {v[i]:g} at step {int(steps[i])}, {what}; a lag counts steps back")
 
 
 def scaled(metrics: pd.DataFrame, source: Source) -> pd.DataFrame:

@@ -186,6 +186,7 @@ def trainer_state_records(path: Path) -> tuple[Records, list[str]] | None:
         return None
     by_step: Records = {}
     bad: list[tuple[int, Any]] = []
+    last: int | None = None
     for i, row in enumerate(history):
         if not isinstance(row, dict):
             bad.append((i + 1, row))
@@ -194,6 +195,14 @@ def trainer_state_records(path: Path) -> tuple[Records, list[str]] | None:
         if step is None:
             bad.append((i + 1, row.get("step")))
             continue
+        # Trainer.log appends at the current global step, and a resumed run's state is the checkpoint's, so
+        # one run's history never goes back: one that does is two histories spliced (rows would be merged
+        # into steps they were not logged at).
+        if last is not None and step < last:
+            raise InputError(
+                path, f"log_history goes back from step {last} to step {step} (row {i + 1}): not one run's history"
+            )
+        last = step
         by_step.setdefault(step, {}).update({k: v for k, v in row.items() if k != "step"})
     if not by_step:
         return None

@@ -197,8 +197,10 @@ COLUMNS: dict[str, tuple[str, str, tuple[str, ...]]] = {
     ),
     # The lag vocabulary (coolsampler.spec.lag): how stale this step's samples were, in optimizer steps, of the
     # kind the run's Lag names. verl 0.9.1's V1 trainer logs the lag from the newest version a trajectory used
-    # (verl/trainer/ppo/v1/trainer_base.py L2026-2035: (global_steps - 1) - max_global_steps) and the stale
-    # groups its replay buffer evicts (verl/trainer/ppo/v1/replay_buffer.py L367, prefix "training"); the
+    # (verl/trainer/ppo/v1/trainer_base.py L1979, L1986-1988 upstream; L2026-2035 in coolsampler's patched build:
+    # (global_steps - 1) - max_global_steps) and the stale groups its replay buffer evicts
+    # (verl/trainer/ppo/v1/replay_buffer.py L367, prefix "training"; named dropped_samples before verl's
+    # c88e875dd, which 0.9.1 postdates, so that older name is not read); the
     # gate's runs take theirs from the gate instead (results.metrics.parse_records: their staleness column).
     "lag_mean": (
         "float64",
@@ -236,6 +238,34 @@ COLUMNS: dict[str, tuple[str, str, tuple[str, ...]]] = {
         "learner-sampler k1 per token as kl (mean over the response tokens of log q - log pi), with pi the"
         " learner as it updates within the step (pi_theta, each update's training forward) in place of the"
         " step's pi_old: kl's value only where a step makes a single update",
+        (),
+    ),
+    # The importance weight a system applied after its own truncation or masking, where that is not verl's
+    # token-level cap (is_mean/is_max/is_min): TRL's GRPOTrainer, per token or per sequence by its mode, a
+    # ratio outside its bounds clamped or set to 0.
+    "is_applied_mean": (
+        "float64",
+        "mean importance weight pi/q as applied, after the system's truncation or masking (per token or per"
+        " sequence: the system's mode; the run's Source says)",
+        (),
+    ),
+    "is_applied_max": ("float64", "largest importance weight pi/q as applied, after truncation or masking", ()),
+    "is_applied_min": (
+        "float64",
+        "smallest importance weight pi/q as applied, after truncation or masking (0 where a ratio was masked)",
+        (),
+    ),
+    # Staleness counts a system keeps as running totals since the run began, not per step and not a lag
+    # (verl's fully_async recipe): read as logged.
+    "stale_total": (
+        "float64",
+        "trajectories trained so far whose newest policy version was at least one version behind the trainer's"
+        " (a running total)",
+        (),
+    ),
+    "queue_drops_total": (
+        "float64",
+        "samples a full rollout queue has dropped so far, the oldest first (a running total; no staleness test)",
         (),
     ),
 }
@@ -355,7 +385,18 @@ PROVIDED_BY: dict[str, str] = {
     ),
     "lag_drops": "verl's V1 trainer with trainer.v1.sampler.max_off_policy_threshold and strategy drop",
     **dict.fromkeys(
-        ("logp_abs_diff", "logp_abs_diff_max", "is_raw_mean", "is_raw_max", "kl_pi_theta"),
+        (
+            "logp_abs_diff",
+            "logp_abs_diff_max",
+            "is_raw_mean",
+            "is_raw_max",
+            "kl_pi_theta",
+            "is_applied_mean",
+            "is_applied_max",
+            "is_applied_min",
+            "stale_total",
+            "queue_drops_total",
+        ),  # fmt: skip
         "another trainer's log that has it (docs/results.md, the table of systems); verl logs no such key",
     ),
 }

@@ -65,6 +65,20 @@ def write_verl_jsonl(rows: Rows, path: Path) -> None:
             f.write(json.dumps({"step": step, "data": data}) + "\n")
 
 
+def write_verl_rows(rows: Rows, path: Path, sync_prefix: str = "fully_async/rollouter/") -> None:
+    """verl's file logger called several times a step (the fully_async recipe: its sync row of rollouter
+    timings, a validation row where it validates, then its training row; fully_async_trainer.py L783-786,
+    L819-830, L806-809), each its own ``{"step": k, "data": {...}}`` line at the same step."""
+    with path.open("w") as f:
+        for step, data in rows:
+            sync = {k: v for k, v in data.items() if k.startswith(sync_prefix)}
+            val = {k: v for k, v in data.items() if k.startswith("val-")}
+            train = {k: v for k, v in data.items() if k not in sync and k not in val}
+            for part in (sync, val, train if step > 0 else {}):
+                if part:
+                    f.write(json.dumps({"step": step, "data": part}) + "\n")
+
+
 def write_components_jsonl(rows: Rows, path: Path, split: Callable[[str], str], start: float = 1.7558e9) -> None:
     """One JSONL file that several components append to, each its own rows of a step, ``{"step", "time",
     ...}`` (prime-rl's ``FileMonitor.log_metrics``); ``split`` names the component of each key. A row that
@@ -125,6 +139,7 @@ def write_tensorboard(rows: Rows, directory: Path) -> None:
 
 WRITERS: dict[str, Callable[..., None]] = {
     "verl JSONL": write_verl_jsonl,
+    "verl JSONL rows": write_verl_rows,
     "components JSONL": write_components_jsonl,
     "trainer_state.json": write_trainer_state,
     "metrics_tag lines": write_metrics_tag,
@@ -132,14 +147,25 @@ WRITERS: dict[str, Callable[..., None]] = {
 }
 
 
-def redress(metrics: pd.DataFrame, source: Source, fmt: str, dest: Path, **kwargs: Any) -> Path:
+def redress(
+    metrics: pd.DataFrame,
+    source: Source,
+    fmt: str,
+    dest: Path,
+    extra: Callable[[int, dict[str, Any]], dict[str, Any]] | None = None,
+    **kwargs: Any,
+) -> Path:
     """``metrics`` written as ``source``'s log in format ``fmt`` at ``dest`` (a file, or a directory for
-    TensorBoard). Returns ``dest``."""
+    TensorBoard). ``extra(step, data)``: keys the system writes beside its mapped ones (its own counters, the
+    keys it is detected by), added to each step's data. Returns ``dest``."""
     if fmt not in WRITERS:
         raise ValueError(f"format {fmt!r}: one of {', '.join(WRITERS)}")
     dest.parent.mkdir(parents=True, exist_ok=True)
     if fmt == "components JSONL" and "split" not in kwargs:  # each key in the rows of the process that writes it
         by_key = {key_name(k.key): k.component or "main" for k in source.keys}
         kwargs["split"] = lambda key: by_key.get(key, "main")
-    WRITERS[fmt](rows_of(metrics, source), dest, **kwargs)
+    rows = rows_of(metrics, source)
+    if extra is not None:
+        rows = [(step, {**data, **extra(step, data)}) for step, data in rows]
+    WRITERS[fmt](rows, dest, **kwargs)
     return dest

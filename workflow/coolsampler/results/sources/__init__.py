@@ -86,6 +86,9 @@ class Source:
     components: tuple[str, ...] | None = None
     # What cannot be known from this system's logs, for the table of systems (docs/results.md).
     unknowable: str = ""
+    # Keys (patterns) every log of this system holds besides its detect keys (its step axis's key, a key it
+    # always writes): a log with a detect key that lacks one is not this system's whole log, and is refused.
+    needs: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         columns = [k.column for k in self.keys]
@@ -99,6 +102,11 @@ class Source:
         """Whether a log whose records hold ``keys`` is this system's."""
         keys = list(keys)
         return any(fnmatch.filter(keys, pattern) for pattern in self.detect)
+
+    def lacking(self, keys: Iterable[str]) -> list[str]:
+        """The ``needs`` patterns that none of a log's ``keys`` matches."""
+        keys = list(keys)
+        return [pattern for pattern in self.needs if not fnmatch.filter(keys, pattern)]
 
     def sources(self) -> dict[str, tuple[str, ...]]:
         """Column -> its keys in this system's logs, every other column -> none: what the shared parser
@@ -127,13 +135,14 @@ class Source:
 
 @cache
 def sources() -> dict[str, Source]:
-    """Every system's mapping, by name: each module of this package that defines ``SOURCE``."""
+    """Every system's mapping, by name: each module of this package that defines ``SOURCE`` (or ``SOURCES``,
+    where one project ships trainers that log differently)."""
     out: dict[str, Source] = {}
     for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
         module = importlib.import_module(f"{__name__}.{info.name}")
-        src = getattr(module, "SOURCE", None)
-        if isinstance(src, Source):
-            out[src.system] = src
+        for src in (getattr(module, "SOURCE", None), *getattr(module, "SOURCES", ())):
+            if isinstance(src, Source):
+                out[src.system] = src
     return out
 
 
