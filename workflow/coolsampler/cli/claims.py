@@ -30,7 +30,16 @@ import yaml
 from coolsampler.cli.figures import study_files
 from coolsampler.cli.outputs import Output, check_outputs
 from coolsampler.paper.claims_report import counts, ours_text, paper_text, summary_text, write_report
-from coolsampler.results.claims import ClaimError, Claims, RunData, evaluate, load_claims, relax, staleness_budget
+from coolsampler.results.claims import (
+    UNJUDGED,
+    ClaimError,
+    Claims,
+    RunData,
+    evaluate,
+    load_claims,
+    relax,
+    staleness_budget,
+)
 from coolsampler.spec.inputs import InputError
 from coolsampler.spec.layout import key_of
 from coolsampler.spec.study import Run, Study, load_study, parse_key
@@ -158,7 +167,9 @@ def claims_text(
     # what was judged first; then the claims these logs cannot measure, one line per missing setting;
     # then how many concern other runs, and the counts
     unmeasured = [r for r in results if r.verdict == "not run" and r.reason.startswith(UNLOGGED)]
-    shown = [r for r in results if show_all or r.verdict != "not run"]
+    # a claim whose runs are here but that cannot be judged on them (reduce one over two runs): its own line
+    unjudged = [r for r in results if r.verdict == "not run" and r.reason.startswith(UNJUDGED)]
+    shown = [r for r in results if show_all or r.verdict != "not run" or r.reason.startswith(UNJUDGED)]
     lines.append(
         f"{len(runs)} run(s) read; "
         + ("probe (filters relaxed to the mechanism settings); " if probe else "")
@@ -175,9 +186,9 @@ def claims_text(
         for setting, ids in unlogged_by_setting(unmeasured).items():
             named = ", ".join(ids[:4]) + (f" and {len(ids) - 4} more" if len(ids) > 4 else "")
             lines.append(f"  {len(ids)} claim(s) not judged, columns {UNLOGGED} ({named}); to log them: {setting}")
-    if n["not run"] > len(unmeasured) and not show_all:
+    if n["not run"] > len(unmeasured) + len(unjudged) and not show_all:
         lines.append(
-            f"  ({n['not run'] - len(unmeasured)} claims not run: their runs are not among these logs;"
+            f"  ({n['not run'] - len(unmeasured) - len(unjudged)} claims not run: their runs are not among these logs;"
             " --all lists them)"
         )
     lines.append("counts: " + summary_text(results).strip())

@@ -288,6 +288,10 @@ def m_cycle_reading(d: RunData, reading: str, cycle: int | None = None) -> Any:
     return get(cycle) if cycle is not None else [get(1), get(2)]
 
 
+# The readings ``m_cycle_reading`` may name: the columns of Table 3's table besides its cycle.
+CYCLE_READINGS: tuple[str, ...] = tuple(c for c in A.cycle_readings(None, 1).columns if c != "cycle")
+
+
 def m_cycle_change(d: RunData, reading: str) -> float:
     """Cycle 2 minus cycle 1 of a Table 3 reading (negative: lower in the second cycle)."""
     c1, c2 = m_cycle_reading(d, reading)
@@ -488,6 +492,7 @@ def unlogged(q: Mapping[str, Any], rds: Sequence[RunData]) -> list[str]:
 
 
 __all__ = [
+    "CYCLE_READINGS",
     "NEEDS_ALSO",
     "PAIRED",
     "QUANTITIES",
