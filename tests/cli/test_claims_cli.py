@@ -73,3 +73,17 @@ def test_a_claim_that_cannot_be_judged_is_its_own_line_and_the_others_are_judged
     assert any(line.startswith("  differs    good ") for line in out.splitlines())
     assert "claims not run: their runs are not among these logs" not in out
     assert out.splitlines()[-1].startswith("counts: 2 claims:") and "not run 1" in out.splitlines()[-1]
+
+
+def test_a_run_yaml_that_is_not_a_mapping_is_one_line_and_the_other_runs_are_read(tmp_path: Path, capsys) -> None:
+    import shutil
+
+    bad = tmp_path / "bad"
+    shutil.copytree(STABLE, bad)
+    (bad / "run.yaml").write_text("- N: 4\n- seed: 1\n")
+    assert main(["claims", "--claims", str(claims_file(tmp_path, GOOD)), str(bad), str(LOG)]) == 1
+    out, err = capsys.readouterr()
+    assert err.splitlines() == [
+        f"coolsampler claims: {bad / 'run.yaml'}:1: a run.yaml is a mapping of keys (key: value), not a list"
+    ]
+    assert out.startswith("1 run(s) read;") and "  differs    good " in out

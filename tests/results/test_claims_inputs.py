@@ -146,3 +146,17 @@ def test_a_claim_that_cannot_be_judged_on_these_runs_leaves_the_others_judged() 
     assert one.verdict == "not run" and one.reason.startswith(C.UNJUDGED), one.reason
     assert "reduce one needs exactly one run, the filter selects 2" in one.reason
     assert each.verdict == "reproduced" and each.value == [0.5, 0.5]
+
+
+@pytest.mark.parametrize(("content", "words"), [("{", "not a JSON drift probe"), ("[1, 2]", "a JSON list")])
+def test_a_drift_probe_that_is_not_a_json_object_is_an_input_error(tmp_path, content: str, words: str) -> None:
+    from coolsampler.spec.drift import PROBE_FILE
+    from coolsampler.spec.inputs import InputError
+
+    rd = _run_data("toy-qwen2/arith/N4_lr1e-4_tis_Tb1_Tl1_s1", [0.2, 0.5])
+    metrics = tmp_path / "metrics.parquet"
+    rd.metrics.to_parquet(metrics, index=False)
+    (tmp_path / PROBE_FILE).write_text(content)
+    with pytest.raises(InputError) as e:
+        C.load_run_data(rd.run, metrics, None)
+    assert e.value.file == str(tmp_path / PROBE_FILE) and words in str(e.value)

@@ -21,11 +21,9 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
-
-import yaml
 
 from coolsampler.cli.figures import study_files
 from coolsampler.cli.outputs import Output, check_outputs
@@ -43,6 +41,7 @@ from coolsampler.results.claims import (
 from coolsampler.spec.inputs import InputError
 from coolsampler.spec.layout import key_of
 from coolsampler.spec.study import Run, Study, load_study, parse_key
+from coolsampler.spec.yaml_file import load_yaml
 
 # The paper's claims: a shipped file (coolsampler.spec.shipped), found wherever the command runs.
 DEFAULT_CLAIMS = "config/claims.yaml"
@@ -83,11 +82,16 @@ def run_of(path: Path, key: str | None = None, study: Study | None = None) -> Ru
         return parse_run_key(key, study)
     d = path if path.is_dir() else path.parent
     run_yaml = d / "run.yaml"
-    if run_yaml.exists():
-        loaded = yaml.safe_load(run_yaml.read_text()) or {}
-        key = (loaded.get("settings") or loaded).get("key")
+    if run_yaml.exists():  # the YAML reader of the input contract: a list, a tag, bad YAML are one line
+        loaded = load_yaml(run_yaml, mapping=True, what="run.yaml")
+        settings = loaded.get("settings") or loaded
+        if not isinstance(settings, Mapping):
+            raise InputError(run_yaml, f"{settings!r:.40}; expected a mapping of the run's settings", "settings")
+        key, name = settings.get("key"), loaded.get("study")
+        if key is not None and not isinstance(key, str):
+            raise InputError(run_yaml, f"{key!r:.40} is not a run key; allowed: <model>/<task>/<settings>", "key")
         if key:
-            return parse_run_key(key, study, loaded.get("study"))
+            return parse_run_key(key, study, name if isinstance(name, str) else None)
     try:
         return parse_key(key_of(d.resolve()), study)
     except ValueError:
