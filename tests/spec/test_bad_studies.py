@@ -132,6 +132,8 @@ CASES: list[tuple[str, Edit, str, str]] = [
     ("unknown setting in a filter", put("figures", "fig1", "a", value={"temperature": 0.8}), "figures.fig1.a", ALLOWED),  # noqa: E501
     ("bad Tb in a filter", put("figures", "fig1", "a", value={"Tb": "hot"}), "figures.fig1.a.Tb", ALLOWED),
     ("text lr in a filter", put("figures", "fig1", "a", value={"lr": "1e-3"}), "figures.fig1.a.lr", ALLOWED),
+    ("TIS in a filter", put("figures", "fig1", "a", value={"correction": "TIS"}), "figures.fig1.a.correction", "mean"),
+    ("quoted N in a filter", put("figures", "fig1", "a", value={"N": "4"}), "figures.fig1.a.N", "without quotes"),
     ("empty filter list", put("figures", "fig1", "a", value=[]), "figures.fig1.a", "non-empty"),
     ("figure as a list", put("figures", "fig1", value=[{"N": 4}]), "figures.fig1", ALLOWED),
     # options that contradict each other

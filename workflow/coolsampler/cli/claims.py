@@ -21,19 +21,27 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
-
-import yaml
 
 from coolsampler.cli.figures import study_files
 from coolsampler.cli.outputs import Output, check_outputs
 from coolsampler.paper.claims_report import counts, ours_text, paper_text, summary_text, write_report
-from coolsampler.results.claims import ClaimError, Claims, RunData, evaluate, load_claims, relax, staleness_budget
+from coolsampler.results.claims import (
+    UNJUDGED,
+    ClaimError,
+    Claims,
+    RunData,
+    evaluate,
+    load_claims,
+    relax,
+    staleness_budget,
+)
 from coolsampler.spec.inputs import InputError
 from coolsampler.spec.layout import key_of
 from coolsampler.spec.study import Run, Study, load_study, parse_key
+from coolsampler.spec.yaml_file import load_yaml
 
 # The paper's claims: a shipped file (coolsampler.spec.shipped), found wherever the command runs.
 DEFAULT_CLAIMS = "config/claims.yaml"
@@ -74,11 +82,16 @@ def run_of(path: Path, key: str | None = None, study: Study | None = None) -> Ru
         return parse_run_key(key, study)
     d = path if path.is_dir() else path.parent
     run_yaml = d / "run.yaml"
-    if run_yaml.exists():
-        loaded = yaml.safe_load(run_yaml.read_text()) or {}
-        key = (loaded.get("settings") or loaded).get("key")
+    if run_yaml.exists():  # the YAML reader of the input contract: a list, a tag, bad YAML are one line
+        loaded = load_yaml(run_yaml, mapping=True, what="run.yaml")
+        settings = loaded.get("settings") or loaded
+        if not isinstance(settings, Mapping):
+            raise InputError(run_yaml, f"{settings!r:.40}; expected a mapping of the run's settings", "settings")
+        key, name = settings.get("key"), loaded.get("study")
+        if key is not None and not isinstance(key, str):
+            raise InputError(run_yaml, f"{key!r:.40} is not a run key; allowed: <model>/<task>/<settings>", "key")
         if key:
-            return parse_run_key(key, study, loaded.get("study"))
+            return parse_run_key(key, study, name if isinstance(name, str) else None)
     try:
         return parse_key(key_of(d.resolve()), study)
     except ValueError:
@@ -158,7 +171,9 @@ def claims_text(
     # what was judged first; then the claims these logs cannot measure, one line per missing setting;
     # then how many concern other runs, and the counts
     unmeasured = [r for r in results if r.verdict == "not run" and r.reason.startswith(UNLOGGED)]
-    shown = [r for r in results if show_all or r.verdict != "not run"]
+    # a claim whose runs are here but that cannot be judged on them (reduce one over two runs): its own line
+    unjudged = [r for r in results if r.verdict == "not run" and r.reason.startswith(UNJUDGED)]
+    shown = [r for r in results if show_all or r.verdict != "not run" or r.reason.startswith(UNJUDGED)]
     lines.append(
         f"{len(runs)} run(s) read; "
         + ("probe (filters relaxed to the mechanism settings); " if probe else "")
@@ -175,9 +190,9 @@ def claims_text(
         for setting, ids in unlogged_by_setting(unmeasured).items():
             named = ", ".join(ids[:4]) + (f" and {len(ids) - 4} more" if len(ids) > 4 else "")
             lines.append(f"  {len(ids)} claim(s) not judged, columns {UNLOGGED} ({named}); to log them: {setting}")
-    if n["not run"] > len(unmeasured) and not show_all:
+    if n["not run"] > len(unmeasured) + len(unjudged) and not show_all:
         lines.append(
-            f"  ({n['not run'] - len(unmeasured)} claims not run: their runs are not among these logs;"
+            f"  ({n['not run'] - len(unmeasured) - len(unjudged)} claims not run: their runs are not among these logs;"
             " --all lists them)"
         )
     lines.append("counts: " + summary_text(results).strip())

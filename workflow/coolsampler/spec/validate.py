@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Collection, Mapping
 from functools import cache
 from importlib import resources
 from typing import Any
@@ -21,6 +22,7 @@ from coolsampler.spec.guard import GuardSpec, check_guard_fits, check_schedule, 
 from coolsampler.spec.layout import name_max
 from coolsampler.spec.settings import MODELS, TASKS, Model, Task
 from coolsampler.spec.targets import TARGETS, OptionError, panel_filters, target_options
+from coolsampler.spec.temperature import KINDS as TEMPERATURE_KINDS
 from coolsampler.spec.temperature import controller_spec
 from coolsampler.spec.yaml_file import parse_yaml
 
@@ -186,9 +188,11 @@ def _message(origin: str, err: jsonschema.ValidationError) -> str:
         field = f"{where}.{need[0]}" if where != "(top level)" else str(need[0])
         return f"{origin}: {field}: missing; required keys here: {', '.join(err.validator_value)}"
     bad = err.instance if not isinstance(err.instance, (dict, list)) else type(err.instance).__name__
-    hint = ""
-    if isinstance(err.instance, str) and re.fullmatch(r"[+-]?\d+(\.\d*)?[eE][+-]?\d+", err.instance):
-        hint = f" (YAML reads {err.instance} as text: write it with a decimal point, e.g. 2.0e-6)"
+    hint = (
+        text_number_hint(err.instance)
+        if isinstance(err.instance, str) and _EXPONENT_TEXT.fullmatch(err.instance)
+        else ""
+    )
     return f"{origin}: {_path(err)}: {bad!r} is not valid; {_allowed(err)}{hint}"
 
 
@@ -329,11 +333,58 @@ def check_refresh(s: dict[str, Any], where: str, steps: int) -> None:
         raise StudyError(f"{where}.{err}") from None
 
 
+# The settings a filter may name (a figure panel's, a claim's): a run's fields, how it refreshes, and the
+# sampler temperature's kind and starting value; those of them that hold a number.
+FILTER_FIELDS = frozenset(RUN_FIELDS) | frozenset(REFRESH_FIELDS) | {"Tb_kind", "Tb_initial"}
+NUMBER_FIELDS = ("lr", "N", "seed", "steps", "val_every", "Tb_initial")
+_EXPONENT_TEXT = re.compile(r"[+-]?\d+(\.\d*)?[eE][+-]?\d+")
+
+
+def text_number_hint(value: Any) -> str:
+    """What to write instead, where YAML read a number as text: ``1e-4`` (PyYAML's YAML 1.1 wants a decimal
+    point) or a quoted ``'4'``; empty for anything else."""
+    if not isinstance(value, str):
+        return ""
+    if _EXPONENT_TEXT.fullmatch(value.strip()):
+        return f" (YAML reads {value} as text: write it with a decimal point, e.g. 2.0e-6)"
+    try:
+        float(value)
+    except ValueError:
+        return ""
+    return f" (YAML reads {value!r} in quotes as text: write it without quotes)"
+
+
+def check_filter(filt: Mapping[str, Any], where: str, allowed: Collection[str] = FILTER_FIELDS) -> None:
+    """One settings filter (a figure panel's; a claim's runs): each setting one a run can hold, each value
+    one that setting can take (a number where a run holds a number, a known correction, a temperature).
+    A wrong value would select no run and be told as that; here it is told as what it is. ``where``: the
+    message's prefix (the file and the field)."""
+    tb_validator = jsonschema.Draft202012Validator({"$defs": study_schema()["$defs"], "$ref": "#/$defs/tb"})
+    known = [c.name for c in corrections.corrections()]
+    for k, v in filt.items():
+        if k not in allowed:
+            raise StudyError(f"{where}: unknown setting {k!r}; allowed: {', '.join(sorted(allowed))}")
+        for opt in v if isinstance(v, list) else [v]:
+            if k == "refresh" and opt not in REFRESH_KINDS:
+                raise StudyError(f"{where}.refresh: {opt!r}; allowed: {', '.join(REFRESH_KINDS)}")
+            if k == "correction" and opt not in known:
+                near = [c for c in known if isinstance(opt, str) and c.lower() == opt.lower()]
+                hint = f" (did you mean {near[0]!r}?)" if near else ""
+                raise StudyError(f"{where}.correction: {opt!r} is not a correction; allowed: {', '.join(known)}{hint}")
+            if k == "Tb" and not tb_validator.is_valid(opt):
+                raise StudyError(f"{where}.Tb: {opt!r} is not a temperature; allowed: a number or a Tb mapping")
+            if k == "Tb_kind" and opt not in TEMPERATURE_KINDS:
+                raise StudyError(f"{where}.Tb_kind: {opt!r}; allowed: {', '.join(TEMPERATURE_KINDS)}")
+            if k == "Tl" and opt != "tied" and (isinstance(opt, bool) or not isinstance(opt, (int, float))):
+                raise StudyError(f"{where}.Tl: {opt!r} is not valid; allowed: a number or tied{text_number_hint(opt)}")
+            if k in NUMBER_FIELDS and (isinstance(opt, (str, bool)) or not isinstance(opt, (int, float))):
+                hint = text_number_hint(opt)
+                raise StudyError(f"{where}.{k}: {opt!r} is not a number; allowed: a number{hint}")
+
+
 def check_figures(study: Any, origin: str) -> None:
     """Each target of the study's ``figures:`` block exists, takes its options and panels, and each
     panel's filters name known settings and select at least one run (``study``: a ``Study``)."""
-    allowed = set(RUN_FIELDS) | set(REFRESH_FIELDS) | {"Tb_kind", "Tb_initial"}
-    tb_validator = jsonschema.Draft202012Validator({"$defs": study_schema()["$defs"], "$ref": "#/$defs/tb"})
     targets = set(TARGETS)
     for target, entry in study.figures.items():
         if target not in targets:
@@ -348,23 +399,7 @@ def check_figures(study: Any, origin: str) -> None:
             if panel not in TARGETS[target].panels:
                 raise StudyError(f"{where}: unknown panel; allowed: {', '.join(TARGETS[target].panels)}")
             for filt in filters if isinstance(filters, list) else [filters]:
-                for k, v in filt.items():
-                    if k not in allowed:
-                        raise StudyError(f"{where}: unknown setting {k!r}; allowed: {', '.join(sorted(allowed))}")
-                    for opt in v if isinstance(v, list) else [v]:
-                        if k == "refresh" and opt not in REFRESH_KINDS:
-                            raise StudyError(f"{where}.refresh: {opt!r}; allowed: {', '.join(REFRESH_KINDS)}")
-                        if k == "Tb" and not tb_validator.is_valid(opt):
-                            raise StudyError(
-                                f"{where}.Tb: {opt!r} is not a temperature; allowed: a number or a Tb mapping"
-                            )
-                        if k in ("lr", "N", "seed", "steps", "val_every") and (
-                            isinstance(opt, (str, bool)) or not isinstance(opt, (int, float))
-                        ):
-                            raise StudyError(
-                                f"{where}.{k}: {opt!r} is not a number; allowed: a number"
-                                " (write 2.0e-6, not 2e-6, in YAML)"
-                            )
+                check_filter(filt, where)
             if not study.select(filters):
                 raise StudyError(f"{where}: selects no run of the study; allowed: filters that match at least one run")
 

@@ -9,7 +9,12 @@ pick) and ``relax`` (a probe: filters cut down to the mechanism settings). Why a
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import difflib
+import inspect
+import math
+import types
+import typing
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
@@ -17,9 +22,11 @@ from pathlib import Path
 from typing import Any
 
 from coolsampler.results import diagnostics as D
-from coolsampler.results.claims.measures import NEEDS_ALSO, PAIRED, QUANTITIES
+from coolsampler.results.claims.measures import CYCLE_READINGS, NEEDS_ALSO, PAIRED, QUANTITIES, RunData
 from coolsampler.spec.inputs import InputError
+from coolsampler.spec.metrics_schema import COLUMNS
 from coolsampler.spec.study import Run, matches
+from coolsampler.spec.validate import FILTER_FIELDS, StudyError, check_filter, text_number_hint
 from coolsampler.spec.yaml_file import load_yaml, parse_yaml
 
 
@@ -55,9 +62,9 @@ def _where(doc: Mapping[str, Any], path: Sequence[Any]) -> str:
 
 def check_claims(doc: Any, origin: str = "claims") -> None:
     """Schema, then what it cannot say: filter names exist, quantities exist and take their args,
-    ids are unique, versus/value/per are given where the reduction needs them. One-line errors."""
-    import inspect
-
+    ids are unique, versus/value/per are given where the reduction needs them, each filter names values a
+    run can hold, each measure's arguments fit its signature and the paper's value fits the reduction.
+    One-line errors."""
     import jsonschema
 
     if not isinstance(doc, Mapping):
@@ -72,6 +79,8 @@ def check_claims(doc: Any, origin: str = "claims") -> None:
         e = min(errors, key=lambda e: len(list(e.path)) * -1)
         raise ClaimError(f"{origin}: {_where(doc, e.absolute_path)}: {e.message}".replace("\n", " "))
     names = set(doc.get("filters") or {})
+    for name, filt in (doc.get("filters") or {}).items():
+        _check_filter(filt, f"{origin}: filters.{name}")
     seen: set[str] = set()
     for c in doc["claims"]:
         cid, q = c["id"], c["quantity"]
@@ -79,11 +88,13 @@ def check_claims(doc: Any, origin: str = "claims") -> None:
             raise ClaimError(f"{origin}: claim {cid}: id: duplicate")
         seen.add(cid)
         for fld, sel in (("runs", c["runs"]), ("quantity.versus", q.get("versus")), ("quantity.also", q.get("also"))):
-            for item in sel if isinstance(sel, list) else [sel]:
+            for i, item in enumerate(sel if isinstance(sel, list) else [sel]):
                 if isinstance(item, str) and item not in names:
                     raise ClaimError(
                         f"{origin}: claim {cid}: {fld}: unknown filter {item!r} (define it under filters:)"
                     )
+                if isinstance(item, Mapping):
+                    _check_filter(item, f"{origin}: claim {cid}: {fld}" + (f"[{i}]" if isinstance(sel, list) else ""))
         table = PAIRED if q["reduce"] == "paired" else QUANTITIES
         if q["fn"] not in table:
             kind = "paired measure" if table is PAIRED else "quantity"
@@ -94,6 +105,8 @@ def check_claims(doc: Any, origin: str = "claims") -> None:
         for a in q.get("args") or {}:
             if a not in params or a in ("d", "ref", "also"):
                 raise ClaimError(f"{origin}: claim {cid}: quantity.args: {q['fn']} takes no argument {a!r}")
+        if (problem := args_problem(q["fn"], table[q["fn"]], q.get("args") or {})) is not None:
+            raise ClaimError(f"{origin}: claim {cid}: quantity.args.{problem}")
         if q["fn"] == "diag_lead":
             try:
                 D.diagnostic(str((q.get("args") or {}).get("diagnostic", "kl")))
@@ -114,6 +127,114 @@ def check_claims(doc: Any, origin: str = "claims") -> None:
             raise ClaimError(f"{origin}: claim {cid}: quantity.value: reduce brackets needs value")
         if "per" in q and q["reduce"] not in ("difference", "ratio"):
             raise ClaimError(f"{origin}: claim {cid}: quantity.per: only with difference or ratio")
+        if "paper" in c and (problem := paper_problem(q, c["paper"])) is not None:
+            raise ClaimError(f"{origin}: claim {cid}: paper: {problem}")
+
+
+def _check_filter(filt: Mapping[str, Any], where: str) -> None:
+    """A claim's filter by the rules of a study's ``figures:`` filters (``spec.validate.check_filter``): a
+    value no run can hold (``lr: 1e-4`` that YAML read as text, ``correction: TIS``) is told as that, not
+    as a claim whose runs are not among the logs."""
+    try:
+        check_filter(filt, where, FILTER_FIELDS | {"key"})
+    except StudyError as e:
+        raise ClaimError(str(e)) from None
+
+
+# Ranges of a measure's arguments, by name (the annotations give only the type): steps count from 0, a
+# cycle and a count of validations from 1, a band or a fraction is not negative.
+_AT_LEAST = {
+    **dict.fromkeys(("step", "since", "until", "base", "before"), 0),
+    **dict.fromkeys(("cycle", "last"), 1),
+    **dict.fromkeys(("band", "delta", "closed", "kl_ratio"), 0),
+}
+_TYPE_TEXT = {int: "a whole number", float: "a number", str: "text", bool: "true or false", type(None): "null"}
+_COLUMN_ARGS = ("col", "minus")
+_CHOICES: dict[str, tuple[str, ...]] = {"event": ("onset", "severe"), "reading": CYCLE_READINGS}
+
+
+def _fits(value: Any, kind: Any) -> bool:
+    if kind is type(None):
+        return value is None
+    if kind is bool:
+        return isinstance(value, bool)
+    if isinstance(value, bool):
+        return False
+    if kind is int:
+        return isinstance(value, int)
+    if kind is float:
+        return isinstance(value, (int, float)) and math.isfinite(value)
+    return isinstance(value, kind) if isinstance(kind, type) else True
+
+
+def args_problem(name: str, fn: Callable[..., Any], args: Mapping[str, Any]) -> str | None:
+    """What is wrong with measure ``name``'s ``args`` against ``fn``'s signature, as '<arg>: <problem>',
+    or None: an argument it needs and is not given, a value of another type than its annotation (an int
+    step, a number threshold), out of its range (steps >= 0, last >= 1, since <= until), a column the
+    metrics table does not have, a word it does not know. Checked when the claims file is read, so that
+    a typo is told as one, not as a run whose logs cannot measure it."""
+    hints = typing.get_type_hints(fn)
+    for p in inspect.signature(fn).parameters.values():
+        if hints.get(p.name) is RunData:  # the run, its pair, the third run: not arguments
+            continue
+        hint = hints.get(p.name, Any)
+        kinds = typing.get_args(hint) if isinstance(hint, types.UnionType) else (hint,)
+        if p.name not in args:
+            if p.default is inspect.Parameter.empty:
+                want = " or ".join(_TYPE_TEXT.get(k, str(k)) for k in kinds)
+                return f"{p.name}: missing; {name} needs {p.name} ({want})"
+            continue
+        value = args[p.name]
+        if not any(_fits(value, k) for k in kinds):
+            want = " or ".join(_TYPE_TEXT.get(k, str(k)) for k in kinds)
+            return f"{p.name}: {value!r} is not valid; allowed: {want}{text_number_hint(value)}"
+        low = _AT_LEAST.get(p.name)
+        if low is not None and value is not None and value < low:
+            return f"{p.name}: {value!r} is not valid; allowed: {_TYPE_TEXT[int if int in kinds else float]} >= {low}"
+        if p.name in _COLUMN_ARGS and value not in COLUMNS:
+            near = difflib.get_close_matches(str(value), list(COLUMNS), n=1)
+            hint_text = f" (did you mean {near[0]!r}?)" if near else " (the columns: coolsampler.spec.metrics_schema)"
+            return f"{p.name}: {value!r} is not a column of the metrics table{hint_text}"
+        if p.name in _CHOICES and value not in _CHOICES[p.name]:
+            return f"{p.name}: {value!r} is not valid; allowed: {', '.join(_CHOICES[p.name])}"
+    since, until = args.get("since"), args.get("until")
+    if isinstance(since, (int, float)) and isinstance(until, (int, float)) and since > until:
+        return f"until: {until!r} is before since {since!r}; allowed: since <= until"
+    return None
+
+
+def _one_value(q: Mapping[str, Any]) -> bool:
+    """Whether the reduction gives one value (a number, a count, a word), not one per run, pair or group."""
+    how, per = q["reduce"], q.get("per")
+    if any(k in q for k in COUNT_BOUNDS) or how in ("mean", "min", "max", "count", "realizations", "brackets"):
+        return True
+    if how == "paired":
+        return q.get("pairs") == "mean"
+    if how in ("difference", "ratio"):
+        return per in (None, "frontier")
+    if how == "one":  # a cycle reading without its cycle is [cycle 1, cycle 2]
+        return not (q["fn"] == "cycle_reading" and (q.get("args") or {}).get("cycle") is None)
+    return False
+
+
+def paper_problem(q: Mapping[str, Any], paper: Any) -> str | None:
+    """What is wrong with a claim's ``paper`` value for its reduction, or None: a range whose low end is
+    above its high end (no value is inside: it always differs) or that bounds neither end (every value is
+    inside: it is always reproduced), one value per run where the reduction gives one value, a yes/no
+    other than brackets' or a kind of degradation of a measure that gives none."""
+    if isinstance(paper, list):
+        lo, hi = paper
+        if lo is None and hi is None:
+            return "[null, null] bounds nothing (every value is inside); allowed: [low, high] with a number at one end"
+        if lo is not None and hi is not None and lo > hi:
+            return f"[{lo}, {hi}]: the low end is above the high end (no value is inside); allowed: low <= high"
+    if isinstance(paper, Mapping) and _one_value(q):
+        return f"each: reduce {q['reduce']} here gives one value, not one per run; allowed: a number or [low, high]"
+    if q["reduce"] == "brackets" and not isinstance(paper, bool):
+        return f"{paper!r} is not valid; reduce brackets gives true or false"
+    if isinstance(paper, str) and q["fn"] != "kind":
+        return f"{paper!r} is a kind of degradation; only fn kind gives one"
+    return None
 
 
 @dataclass
@@ -190,10 +311,12 @@ __all__ = [
     "PROBE_DROP",
     "ClaimError",
     "Claims",
+    "args_problem",
     "check_claims",
     "check_selects",
     "claims_schema",
     "load_claims",
+    "paper_problem",
     "relax",
     "select",
 ]

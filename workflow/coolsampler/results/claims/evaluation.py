@@ -21,6 +21,9 @@ from coolsampler.spec.metrics_schema import missing_text
 from coolsampler.spec.study import Run
 
 VERDICTS = ("reproduced", "differs", "not run", "incomplete", "reported")
+# The reason of a claim that is "not run" because its runs are here but it cannot be judged on them (reduce
+# one over two runs): the claims file is right for the paper's study, not for this set of runs.
+UNJUDGED = "cannot be judged on these runs"
 
 
 @dataclass
@@ -106,8 +109,10 @@ def evaluate_claim(claims: Claims, c: Mapping[str, Any], data: Mapping[str, RunD
         if bound is not None:
             each = reduce_values({k: v for k, v in q.items() if k != bound[0]}, values, versus)
             res.counted = each if isinstance(each, list) else [each]
-    except ClaimError as e:
-        raise ClaimError(f"claim {c['id']}: {e}") from None
+    except ClaimError as e:  # this claim only: the others are still judged on these runs
+        res.value, res.rates, res.counted = None, None, None
+        res.reason = f"{UNJUDGED}: {e}"
+        return res
     if q.get("per") == "frontier":  # say which N the value compares with: it follows from the data
         safe = frontier_N(versus)
         res.reason = (
@@ -142,4 +147,4 @@ def evaluate(claims: Claims, runs: Sequence[Run], data: Mapping[str, RunData]) -
     return [evaluate_claim(claims, c, data, runs) for c in claims.claims]
 
 
-__all__ = ["VERDICTS", "Result", "evaluate", "evaluate_claim", "plan"]
+__all__ = ["UNJUDGED", "VERDICTS", "Result", "evaluate", "evaluate_claim", "plan"]

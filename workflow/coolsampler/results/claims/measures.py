@@ -22,6 +22,7 @@ from coolsampler.results import analysis as A
 from coolsampler.results import diagnostics as D
 from coolsampler.spec.drift import PROBE_FILE
 from coolsampler.spec.guard import staleness
+from coolsampler.spec.inputs import InputError
 from coolsampler.spec.metrics_schema import RunStatus, absent_columns
 from coolsampler.spec.study import Run
 
@@ -54,7 +55,14 @@ def load_run_data(run: Run, metrics: str | Path | None, status: str | Path | Non
     from coolsampler.results.loaders import load_metrics, load_status
 
     probe = Path(metrics).with_name(PROBE_FILE) if metrics is not None else None
-    found = json.loads(probe.read_text()) if probe is not None and probe.is_file() else None
+    found = None
+    if probe is not None and probe.is_file():
+        try:
+            found = json.loads(probe.read_bytes().decode("utf-8-sig"))
+        except (OSError, UnicodeDecodeError, ValueError) as e:
+            raise InputError(probe, f"not a JSON drift probe ({' '.join(str(e).split())})") from None
+        if not isinstance(found, dict):
+            raise InputError(probe, f"a JSON {type(found).__name__}; expected an object of the probe's numbers")
     return RunData(run, load_metrics(metrics), load_status(status), found)
 
 
@@ -288,6 +296,10 @@ def m_cycle_reading(d: RunData, reading: str, cycle: int | None = None) -> Any:
     return get(cycle) if cycle is not None else [get(1), get(2)]
 
 
+# The readings ``m_cycle_reading`` may name: the columns of Table 3's table besides its cycle.
+CYCLE_READINGS: tuple[str, ...] = tuple(c for c in A.cycle_readings(None, 1).columns if c != "cycle")
+
+
 def m_cycle_change(d: RunData, reading: str) -> float:
     """Cycle 2 minus cycle 1 of a Table 3 reading (negative: lower in the second cycle)."""
     c1, c2 = m_cycle_reading(d, reading)
@@ -488,6 +500,7 @@ def unlogged(q: Mapping[str, Any], rds: Sequence[RunData]) -> list[str]:
 
 
 __all__ = [
+    "CYCLE_READINGS",
     "NEEDS_ALSO",
     "PAIRED",
     "QUANTITIES",
