@@ -157,3 +157,18 @@ def test_a_bad_history_is_one_line_and_the_other_run_is_analysed(
     assert rc == 1 and len(lines) == 1, err
     assert lines[0] == f"coolsampler analyze: {bad}: {problem}"
     assert "no onset" in blocks(out)["stable/trainer_state"]
+
+
+def test_a_bound_given_as_a_flag_is_a_bound_and_a_run_s_own_config_wins(capsys) -> None:
+    """--lag-bound is the bound of a log whose system logs no lag and saved none beside it; a bound read from
+    the run's own config.yaml is kept; a negative one is argparse's one line."""
+    fixtures = Path(__file__).resolve().parents[2] / "fixtures" / "sources"
+    assert main(["analyze", str(fixtures / "trl"), "--lag-bound", "3"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("configured bound 3 optimizer steps (given as --lag-bound), a ceiling, not a measurement") == 2
+    assert main(["analyze", str(fixtures / "trl-async"), "--lag-bound", "3"]) == 0
+    out = capsys.readouterr().out
+    assert "given as --lag-bound" not in out and out.count("max_staleness = 8, from config.yaml") == 2
+    with pytest.raises(SystemExit) as e:
+        main(["analyze", str(fixtures / "trl"), "--lag-bound", "-1"])
+    assert e.value.code == 2 and "--lag-bound: '-1'" in capsys.readouterr().err

@@ -27,6 +27,17 @@ from coolsampler.results.own_logs import parse_groups
 from coolsampler.spec.guard import GuardSpec, parse_guard_condition
 
 
+def non_negative(text: str) -> float:
+    """A bound on a lag: a number >= 0 (argparse's one-line error otherwise)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not value >= 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r}: a bound is a finite number of steps >= 0")
+    return value
+
+
 def guard_of(args: argparse.Namespace) -> GuardSpec | None:
     """The ``--guard`` condition with its ``--guard-window`` / ``--guard-min``, or None."""
     if args.guard is None:
@@ -53,6 +64,7 @@ def _analyze(args: argparse.Namespace) -> int:
         horizon=args.guard_horizon,
         val=args.val,
         groups=parse_groups(args.group),
+        lag_bound=args.lag_bound,
     )
     if args.format == "md" or not report.tables:
         sys.stdout.write(report.text)
@@ -84,6 +96,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     a.add_argument("--Tb", type=float, help="sampler temperature for every path (default: as --N)")
     a.add_argument("--steps", type=int, help="the run's length, to tell a whole log from a cut one (default: run.yaml)")
     a.add_argument("--val-every", type=int, help="validation interval (default: run.yaml)")
+    a.add_argument(
+        "--lag-bound",
+        type=non_negative,
+        metavar="STEPS",
+        help="the configured bound on the lag, for logs whose system logs no lag and saved no configuration"
+        " beside them (shown as a bound, never as a measured lag; a config.yaml/run.yaml beside the log wins)",
+    )
     a.add_argument(
         "--val",
         metavar="SOURCE[:METRIC]",

@@ -42,7 +42,7 @@ from coolsampler.results.own_logs import (
 )
 from coolsampler.spec.guard import GuardSpec
 from coolsampler.spec.inputs import InputError
-from coolsampler.spec.lag import Lag
+from coolsampler.spec.lag import COMPARED, TRUNCATION, Lag
 from coolsampler.spec.metrics_schema import RunStatus
 from coolsampler.spec.settings import KL_EARLY_NAT, KL_LEAD_NAT, kl_above_text
 
@@ -118,6 +118,10 @@ def lag_lines(settings: Mapping[str, Any], ls: LagSummary) -> list[str]:
     lag = settings.get("lag")
     system = settings.get("system", "verl")
     lines = [f"   lag ({system}): {lag.text() if lag is not None else Lag(None).text()}"]
+    if lag is not None and system != "verl":  # which policy its mismatch keys compare, and their truncation
+        lines.append(
+            f"   its mismatch keys compare q with {COMPARED[lag.compared]}; ratios {TRUNCATION[lag.truncation]}"
+        )
     if lag is not None and lag.measured:
         parts = []
         if ls.at_onset_max is not None:
@@ -183,10 +187,22 @@ def spread_lines(entries: Sequence[Entry]) -> list[str]:
     return out
 
 
+def with_given_bound(lag: Lag | None, bound: float | None) -> Lag | None:
+    """A run's lag with the bound given on the command line (``--lag-bound``), said as given; a bound read
+    from the run's own configuration is kept (the file is the run's, the flag is everyone's)."""
+    read_from_file = lag is not None and lag.bound is not None and "not found" not in str(lag.bound_from)
+    if bound is None or read_from_file:
+        return lag
+    base = lag or Lag(None)
+    kind = base.kind if base.measured else "bound"
+    return Lag(kind, base.compared, base.truncation, float(bound), "given as --lag-bound")
+
+
 def analyze_report(
     paths: Sequence[str],
     settings: Mapping[str, Any] | None = None,
     *,
+    lag_bound: float | None = None,
     guard: GuardSpec | None = None,
     horizon: int | None = None,
     val: str | None = None,
@@ -242,7 +258,7 @@ def analyze_report(
             continue
         s, how, missing = settings_for(inp.name, metrics, base, how, loaded.lag if loaded.system != "verl" else None)
         s["run"], s["path"] = inp.name, path
-        s["system"], s["lag"] = loaded.system, loaded.lag
+        s["system"], s["lag"] = loaded.system, with_given_bound(loaded.lag, lag_bound)
         s["seed_known"] = "seed" in base
         if missing:
             msg = "missing settings: " + "; ".join(missing) + " (or keep the run's run.yaml beside the log)"
