@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 
 from coolsampler.results.analysis import summarize_run
-from coolsampler.results.readers import RUN_TABLES, run_log
+from coolsampler.results.readers import RUN_TABLES, forget_flat, run_log
 from coolsampler.results.sources import Source, detect
 from coolsampler.spec.inputs import InputError
 from coolsampler.spec.lag import GATE, LAG_COLUMNS, Lag
@@ -276,13 +276,17 @@ def read_run(
     try:
         source = detect(by_step)
     except ValueError as e:
+        forget_flat()
         raise InputError(p, str(e)) from None
+    if source is None or source.components is None:
+        forget_flat()  # only a system whose components share a file reads its parsed rows again
     if source is not None and (lacking := source.lacking({k for data in by_step.values() for k in data})):
         raise InputError(p, f"has {source.system}'s keys but no {', '.join(lacking)}: not a whole {source.system} log")
     if source is not None:  # another system's keys, read into the same columns
         if source.components is not None:  # its components' rows of a step, united (and checked)
             from coolsampler.results.readers import component_rows
 
+            del by_step  # the format's merge is not the components' union: freed before that is built
             by_step, problems = component_rows(p, source.components)
         check_keys(by_step, p, source)
         by_step = source.on_learner_steps(by_step)

@@ -99,9 +99,29 @@ def is_console_log(path: Path) -> bool:
     return any(_CONSOLE_RE.search(line) for line in head.splitlines())
 
 
+# The last file ``flat_jsonl_records`` parsed, by (path, size, mtime): a system whose components write one
+# file (readers.component_rows) reads the rows the format's detection already parsed, not the file again.
+_LAST_FLAT: dict[tuple[str, int, int], Any] = {}
+
+
 def flat_jsonl_records(path: Path) -> tuple[list[tuple[int, dict[str, Any]]], list[str]] | None:
     """Flat JSON records (``{"step": K, "key": value, ...}``, or wandb's ``_step``), or None if the file
     holds none."""
+    st = path.stat()
+    key = (str(path.resolve()), st.st_size, st.st_mtime_ns)
+    if key in _LAST_FLAT:
+        return _LAST_FLAT[key]
+    _LAST_FLAT.clear()
+    _LAST_FLAT[key] = got = _flat_jsonl_records(path)
+    return got
+
+
+def forget_flat() -> None:
+    """Drop the rows ``flat_jsonl_records`` keeps of its last file (once it is known no one reads them again)."""
+    _LAST_FLAT.clear()
+
+
+def _flat_jsonl_records(path: Path) -> tuple[list[tuple[int, dict[str, Any]]], list[str]] | None:
     records, stray, bad_steps = [], [], []
     for i, raw in enumerate(utf8_bytes(path).split(b"\n"), 1):
         if not raw.strip():
@@ -187,7 +207,8 @@ def trainer_state_records(path: Path) -> tuple[Records, list[str]] | None:
     by_step: Records = {}
     bad: list[tuple[int, Any]] = []
     last: int | None = None
-    for i, row in enumerate(history):
+    for i in range(len(history)):
+        row, history[i] = history[i], None  # each row kept once, as its step's record: no copy of the history
         if not isinstance(row, dict):
             bad.append((i + 1, row))
             continue
@@ -203,7 +224,11 @@ def trainer_state_records(path: Path) -> tuple[Records, list[str]] | None:
                 path, f"log_history goes back from step {last} to step {step} (row {i + 1}): not one run's history"
             )
         last = step
-        by_step.setdefault(step, {}).update({k: v for k, v in row.items() if k != "step"})
+        row.pop("step")
+        if step in by_step:
+            by_step[step].update(row)
+        else:
+            by_step[step] = row
     if not by_step:
         return None
     problems = [step_problem(bad).replace("line(s)", "log_history row(s)").replace("(line", "(row")] if bad else []
@@ -255,6 +280,7 @@ def component_rows(path: Path, ignore: tuple[str, ...] = ()) -> tuple[Records, l
     of one step that give one key two values (``ignore``: keys that differ by design, as each row's time)
     are not one run's log: an ``InputError`` naming the step and the key."""
     flat = flat_jsonl_records(path)
+    _LAST_FLAT.clear()  # read once more at most: the rows are united below, the parse is not kept
     if flat is None:
         raise InputError(path, "no JSON rows with a step")
     rows, problems = flat
