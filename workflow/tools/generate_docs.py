@@ -340,27 +340,26 @@ def readme_with_figure_commit(readme: str) -> str:
 
 
 def sources_block() -> str:
-    """One row per system of ``coolsampler.results.sources`` (and verl itself): what is read, what is
-    derived, what its logs cannot tell."""
+    """One entry per system of ``coolsampler.results.sources`` (and verl itself): where its log is, what is
+    read, its lag, what its logs cannot tell. A list, not a table: keys and paths do not wrap."""
     from coolsampler.results.sources import sources
     from coolsampler.spec.lag import LAG_KINDS
 
     rows = [
-        "| system | its log | what is read (key → column) | the lag | what cannot be known from its logs |",
-        "|---|---|---|---|---|",
-        "| verl (V1 trainer; coolsampler's patched verl) | `<project>/<experiment>.jsonl` (file logger), console,"
-        " TensorBoard, MLflow, wandb CSV | the metrics schema's keys (`coolsampler.spec.metrics_schema`) | the gate's"
-        " staleness where the patched keys are logged, else verl's `training/off_policy/trajectory_staleness/*`"
-        " (newest version used) | the lag of each sample when a response spans versions (only `_worst` and spans) |",
+        "- **verl** (its V1 trainer; coolsampler's patched verl): the file logger's JSONL, console, TensorBoard,"
+        " MLflow, wandb CSV; the metrics schema's keys (`coolsampler.spec.metrics_schema`). Lag: the gate's"
+        " staleness where the patched keys are logged, else verl's own trajectory_staleness (from the newest"
+        " version used). Cannot tell: each sample's lag where a response spans versions (only the worst and the"
+        " spans).",
     ]
     for src in sources().values():
-        read = "; ".join(f"`{k.key}` → `{k.column}`" for k in src.keys)
+        read = ", ".join(dict.fromkeys(f"`{k.column}`" for k in src.keys))
         lag = LAG_KINDS[src.lag.kind].text if src.lag.kind else "not logged"
-        if src.bound is not None and not src.lag.measured:
-            lag += f"; bound: `{src.bound.setting}` (default {src.bound.default:g}), shown as a bound"
+        if src.bound is not None:
+            lag += f"; bound `{src.bound.setting}` (default {src.bound.default:g}), shown as a bound"
         rows.append(
-            f"| {src.system} ([{src.repo}](https://github.com/{src.repo}) {src.commit[:8]}) | `{src.files}`"
-            f" ({', '.join(src.formats)}) | {read} | {lag} | {src.unknowable or '–'} |"
+            f"- **{src.system}** ([{src.repo}](https://github.com/{src.repo}) {src.commit[:8]}): `{src.files}`"
+            f" ({', '.join(src.formats)}). Columns: {read}. Lag: {lag}. Cannot tell: {src.unknowable or '–'}."
         )
     return f"{SOURCES_BEGIN}\n" + "\n".join(rows) + f"\n{SOURCES_END}"
 
